@@ -1,0 +1,61 @@
+"""python -m generator [--check]: specs/ -> openapi.json, generated/models.py, generated/config.py, generated/routes.py."""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import sys
+from pathlib import Path
+
+from datamodel_code_generator import InputFileType
+
+from generator import codegen, spec
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def render(root: Path = ROOT) -> dict[Path, str]:
+    """Every generated file and its text; raises spec.SpecError naming each problem."""
+    specs = root / "specs"
+    doc = spec.bundle(specs)
+    ops = spec.operations(doc)
+    spec.check_handlers(ops, root / "handlers" / "endpoints")
+    config_schema = spec.load_yaml(specs / "config.schema.yaml")
+    return {
+        root / "openapi.json": codegen.openapi_json(doc),
+        root / "generated" / "models.py": codegen.pydantic_models(doc, InputFileType.OpenAPI, "openapi.json"),
+        root / "generated" / "config.py": codegen.pydantic_models(config_schema, InputFileType.JsonSchema, "config.schema.yaml"),
+        root / "generated" / "routes.py": codegen.routes(ops),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m generator", description=__doc__)
+    parser.add_argument("--check", action="store_true", help="fail with a diff when the generated files are stale")
+    args = parser.parse_args(argv)
+    try:
+        files = render()
+    except spec.SpecError as exc:
+        print(f"generator: the spec has {len(exc.problems)} problem(s):", file=sys.stderr)
+        for problem in exc.problems:
+            print(f"  {problem}", file=sys.stderr)
+        return 2
+    stale = [p for p, text in files.items() if not p.exists() or p.read_text(encoding="utf-8") != text]
+    if args.check:
+        for p in stale:
+            old = p.read_text(encoding="utf-8").splitlines(keepends=True) if p.exists() else []
+            rel = p.relative_to(ROOT)
+            sys.stderr.writelines(difflib.unified_diff(old, files[p].splitlines(keepends=True), f"{rel} (committed)", f"{rel} (from specs/)"))
+        if stale:
+            print(f"generator: {len(stale)} file(s) are stale; run `python -m generator`", file=sys.stderr)
+            return 1
+        print("generator: openapi.json and generated/ match specs/")
+        return 0
+    for p in stale:
+        p.write_text(files[p], encoding="utf-8")
+        print(f"wrote {p.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,166 @@
+"""Load specs/ and bundle it into one OpenAPI document; lint it.
+
+specs/openapi.yaml is the root. Every specs/paths/*.yaml maps URL paths to path items (top-level keys
+starting with "x-" are shared fragments for YAML anchors, not paths). Every specs/schemas/*.yaml maps
+schema names to schemas. Files are read in sorted order so the bundle is byte-for-byte repeatable.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+METHODS = ("get", "put", "post", "delete", "patch", "head", "options", "trace")
+
+
+@dataclass(frozen=True)
+class Problem:
+    where: str  # a file, a spec path, or a handler module
+    detail: str
+    level: str = "error"
+
+    def __str__(self) -> str:
+        return f"{self.level}: {self.where}: {self.detail}"
+
+
+class SpecError(Exception):
+    def __init__(self, problems: list[Problem]) -> None:
+        super().__init__("\n".join(str(p) for p in problems))
+        self.problems = problems
+
+
+def load_yaml(path: Path) -> Any:
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise SpecError([Problem(f"specs/{path.parent.name}/{path.name}", f"not valid YAML: {exc}")]) from None
+
+
+def _merge(target: dict[str, Any], path: Path, what: str, problems: list[Problem], skip_x: bool) -> None:
+    doc = load_yaml(path) or {}
+    if not isinstance(doc, dict):
+        problems.append(Problem(f"specs/{path.parent.name}/{path.name}", f"must map {what} names to definitions"))
+        return
+    for name, value in doc.items():
+        if skip_x and str(name).startswith("x-"):
+            continue
+        if name in target:
+            problems.append(Problem(f"specs/{path.parent.name}/{path.name}", f"{what} {name!r} is defined twice"))
+        target[name] = value
+
+
+def bundle(specs: Path) -> dict[str, Any]:
+    """The whole OpenAPI document, built from specs/."""
+    problems: list[Problem] = []
+    root = load_yaml(specs / "openapi.yaml")
+    paths: dict[str, Any] = {}
+    schemas: dict[str, Any] = {}
+    for f in sorted((specs / "paths").glob("*.yaml")):
+        _merge(paths, f, "path", problems, skip_x=True)
+    for f in sorted((specs / "schemas").glob("*.yaml")):
+        _merge(schemas, f, "schema", problems, skip_x=False)
+    if problems:
+        raise SpecError(problems)
+    doc = {k: v for k, v in root.items() if k != "components"}
+    doc["paths"] = paths
+    doc["components"] = {"schemas": schemas, **root.get("components", {})}
+    return doc
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str  # as in the spec
+    arg: str  # the Python argument Connexion passes (pythonic_params)
+    location: str
+    required: bool
+
+
+@dataclass(frozen=True)
+class Operation:
+    id: str
+    method: str
+    path: str
+    handler: str  # module name in handlers/endpoints
+    scope: str | None
+    stream: bool
+    body_model: str | None
+    params: tuple[Param, ...] = field(default_factory=tuple)
+
+
+def _pythonic(name: str) -> str:
+    return re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name).lower()
+
+
+def _body_model(op: dict[str, Any]) -> str | None:
+    content = (op.get("requestBody") or {}).get("content", {})
+    schema = (content.get("application/json") or {}).get("schema") or {}
+    ref = schema.get("$ref", "")
+    return ref.rsplit("/", 1)[-1] or None
+
+
+def operations(doc: dict[str, Any]) -> list[Operation]:
+    """Every operation, sorted by operationId; raises SpecError listing every problem found."""
+    problems: list[Problem] = []
+    ops: dict[str, Operation] = {}
+    for path, item in doc["paths"].items():
+        for method in METHODS:
+            op = item.get(method)
+            if op is None:
+                continue
+            where = f"paths.{path}.{method}"
+            op_id = op.get("operationId")
+            if not op_id:
+                problems.append(Problem(where, "has no operationId"))
+                continue
+            if op_id in ops:
+                problems.append(Problem(where, f"operationId {op_id!r} is already used by {ops[op_id].path}"))
+                continue
+            if not op.get("x-handler"):
+                problems.append(Problem(where, "has no x-handler (the module in handlers/endpoints that serves it)"))
+                continue
+            params = tuple(
+                Param(p["name"], _pythonic(p["name"]), p["in"], bool(p.get("required")))
+                for p in op.get("parameters", [])
+            )
+            ops[op_id] = Operation(
+                op_id, method, path, op["x-handler"], op.get("x-scope"), bool(op.get("x-stream")), _body_model(op), params
+            )
+    if problems:
+        raise SpecError(problems)
+    return [ops[k] for k in sorted(ops)]
+
+
+def _public_functions(module: Path) -> set[str]:
+    tree = ast.parse(module.read_text(encoding="utf-8"))
+    return {
+        n.name
+        for n in tree.body
+        if isinstance(n, (ast.AsyncFunctionDef, ast.FunctionDef)) and not n.name.startswith("_")
+    }
+
+
+def check_handlers(ops: list[Operation], endpoints: Path) -> None:
+    """Every operation has its handler function, and every handler function has its operation."""
+    problems: list[Problem] = []
+    wanted: dict[str, set[str]] = {}
+    for op in ops:
+        wanted.setdefault(op.handler, set()).add(op.id)
+    modules = {p.stem: p for p in endpoints.glob("*.py") if p.stem != "__init__"}
+    for name, ids in sorted(wanted.items()):
+        module = modules.get(name)
+        if module is None:
+            problems.append(Problem(f"handlers/endpoints/{name}.py", f"missing; it must define {', '.join(sorted(ids))}"))
+            continue
+        defined = _public_functions(module)
+        for op_id in sorted(ids - defined):
+            problems.append(Problem(f"handlers/endpoints/{name}.py", f"has no function {op_id} for operation {op_id}"))
+    for name, module in sorted(modules.items()):
+        for fn in sorted(_public_functions(module) - wanted.get(name, set())):
+            problems.append(Problem(f"handlers/endpoints/{name}.py", f"function {fn} serves no operation in the spec"))
+    if problems:
+        raise SpecError(problems)

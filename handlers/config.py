@@ -1,0 +1,107 @@
+"""Load the configuration file into the generated Config model, with the embedded defaults filled in.
+
+A bad file fails at startup with a ConfigError naming the file, the path inside it and what is wrong.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pydantic
+import yaml
+
+from generated.config import Config, ModelSettings, PolicySettings, Server, StoreSettings, UpstreamSettings
+
+ENV_CONFIG = "SPECWAY_CONFIG"
+DEFAULT_POLICY = "default"
+ECHO_MODEL = "specway/echo"
+
+
+class ConfigError(Exception):
+    pass
+
+
+def _where(loc: tuple[Any, ...]) -> str:
+    return ".".join(str(p) for p in loc) or "(top level)"
+
+
+def parse(data: Any, source: str) -> Config:
+    if data is None:
+        data = {}
+    try:
+        config = Config.model_validate(data)
+    except pydantic.ValidationError as exc:
+        lines = [f"{source}: {_where(e['loc'])}: {e['msg']}" for e in exc.errors(include_url=False)]
+        raise ConfigError("invalid configuration\n  " + "\n  ".join(lines)) from None
+    return with_defaults(config, source)
+
+
+def load(path: str | Path | None = None) -> Config:
+    """The config at `path`, or at $SPECWAY_CONFIG, or the embedded defaults when neither is given."""
+    path = path or os.environ.get(ENV_CONFIG)
+    if not path:
+        return parse({}, "(embedded defaults)")
+    p = Path(path)
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"{p}: cannot read the configuration file: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{p}: not valid YAML: {exc}") from None
+    return parse(data, str(p))
+
+
+def with_defaults(config: Config, source: str) -> Config:
+    """Fill in what the file leaves out, then check the references between its parts."""
+    config.server = config.server or Server()
+    config.store = config.store or StoreSettings()
+    if not config.upstreams and not config.models:
+        config.upstreams = {"echo": UpstreamSettings(kind="echo")}
+        config.models = [ModelSettings(id=ECHO_MODEL, upstream="echo", name="echo", aliases=["echo"], owned_by="specway")]
+    config.upstreams = config.upstreams or {}
+    config.models = config.models or []
+    config.policies = config.policies or {}
+    if not config.default_policy:
+        config.default_policy = DEFAULT_POLICY
+    if config.default_policy not in config.policies:
+        first = config.models[0].id if config.models else None
+        config.policies[config.default_policy] = PolicySettings(default_model=first)
+    _check(config, source)
+    return config
+
+
+def _check(config: Config, source: str) -> None:
+    problems: list[str] = []
+    names: dict[str, str] = {}
+    for i, m in enumerate(config.models or []):
+        if m.upstream not in (config.upstreams or {}):
+            problems.append(f"models.{i}.upstream: no upstream named {m.upstream!r}")
+        for name in [m.id, *(m.aliases or [])]:
+            if name in names:
+                problems.append(f"models.{i}: {name!r} is already the id or an alias of {names[name]!r}")
+            names[name] = m.id
+    for up_name, up in (config.upstreams or {}).items():
+        if up.kind != "echo" and not up.base_url:
+            problems.append(f"upstreams.{up_name}.base_url: required for kind {up.kind}")
+    for pol_name, pol in (config.policies or {}).items():
+        refs = [("default_model", pol.default_model)] if pol.default_model else []
+        refs += [(f"effort.{tier}", m) for tier, ms in (pol.effort or {}).items() for m in ms.root]
+        refs += [(f"fallbacks.{k}", m) for k, ms in (pol.fallbacks or {}).items() for m in [k, *ms]]
+        refs += [(f"weights.{k}", k) for k in (pol.weights or {})]
+        problems += [f"policies.{pol_name}.{where}: no model or alias {m!r}" for where, m in refs if m not in names]
+    if problems:
+        raise ConfigError("invalid configuration\n  " + "\n  ".join(f"{source}: {p}" for p in problems))
+
+
+def api_key(upstream_name: str, settings: UpstreamSettings) -> str | None:
+    """The upstream's key, read from the environment variable the config names (never from the file)."""
+    if not settings.api_key_env:
+        return None
+    value = os.environ.get(settings.api_key_env)
+    if not value:
+        raise ConfigError(
+            f"upstreams.{upstream_name}.api_key_env: the environment variable {settings.api_key_env} is not set"
+        )
+    return value

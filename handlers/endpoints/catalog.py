@@ -1,0 +1,103 @@
+"""GET /v1/models, /v1/models/{id}, /v1/key and /v1/route/explain/{id}: what a key may use, is, and caused."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from decimal import Decimal
+
+from starlette.responses import Response
+
+from handlers import gateway
+from handlers.auth import Principal
+from handlers.catalog import Catalog, Model
+from handlers.errors import ApiError, not_found
+from handlers.http import json_response
+
+_DECISION_PREFIXES = ("chatcmpl-", "msg_", "resp_")
+
+
+def _entry(model: Model, name: str, created: datetime) -> dict[str, object]:
+    return {
+        "id": name, "object": "model", "created": int(created.timestamp()), "owned_by": model.owned_by,
+        "type": "model", "display_name": model.display_name if name == model.id else name,
+        "created_at": created.isoformat().replace("+00:00", "Z"),
+        "alias_of": None if name == model.id else model.id, "aliases": list(model.aliases),
+        "context_window": model.context_window,
+        "pricing": {"input_per_million": str(model.price_in), "output_per_million": str(model.price_out)},
+    }
+
+
+def _visible(principal: Principal) -> list[dict[str, object]]:
+    gw = gateway.current()
+    allow = principal.key.models
+    return [
+        _entry(m, name, gw.started_at)
+        for m in gw.catalog.models
+        for name in (m.id, *m.aliases)
+        if Catalog.allowed(m, allow) and (allow is None or name == m.id or name in allow or m.id in allow)
+    ]
+
+
+async def list_models(principal: Principal, after_id: str | None = None, before_id: str | None = None,
+                      limit: int | None = None) -> Response:
+    entries = _visible(principal)
+    ids = [e["id"] for e in entries]
+    start, end = 0, len(entries)
+    if after_id is not None:
+        start = ids.index(after_id) + 1 if after_id in ids else len(entries)
+    if before_id is not None:
+        end = ids.index(before_id) if before_id in ids else 0
+    page = entries[start:end]
+    size = limit or 1000
+    has_more = len(page) > size
+    page = page[-size:] if before_id is not None and after_id is None else page[:size]
+    return json_response({
+        "object": "list", "data": page, "has_more": has_more,
+        "first_id": page[0]["id"] if page else None, "last_id": page[-1]["id"] if page else None,
+    })
+
+
+async def get_model(principal: Principal, model_id: str) -> Response:
+    for entry in _visible(principal):
+        if entry["id"] == model_id:
+            return json_response(entry)
+    raise not_found(f"No model or alias named {model_id!r} for this key.", code="model_not_found")
+
+
+def _money(value: Decimal | None) -> str | None:
+    return None if value is None else str(value)
+
+
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else value.astimezone(UTC).isoformat()
+
+
+async def get_key(principal: Principal) -> Response:
+    gw = gateway.current()
+    key = await gw.store.get_key(principal.key.id) or principal.key
+    ws = await gw.store.get_workspace(key.workspace_id)
+    if ws is None:
+        raise ApiError(401, "invalid_api_key", "The relay key's workspace no longer exists.")
+    return json_response({
+        "id": key.id, "object": "key", "name": key.name, "hint": key.hint,
+        "workspace": {"id": ws.id, "name": ws.name, "credit": str(ws.credit), "reserved": str(ws.reserved)},
+        "scopes": list(key.scopes), "models": None if key.models is None else list(key.models),
+        "policy": key.policy or gw.config.default_policy,
+        "expires_at": _iso(key.expires_at), "created_at": _iso(key.created_at), "last_used_at": _iso(key.last_used_at),
+        "limits": {"budget": _money(key.limits.budget), "budget_period": key.limits.budget_period,
+                   "rpm": key.limits.rpm, "tpm": key.limits.tpm},
+        "spend": {"total": str(key.spend_total), "period": str(key.spend_period),
+                  "period_start": _iso(key.period_start), "reserved": str(key.reserved)},
+    })
+
+
+async def explain_decision(principal: Principal, decision_id: str) -> Response:
+    for prefix in _DECISION_PREFIXES:
+        if decision_id.startswith(prefix):
+            decision_id = decision_id[len(prefix):]
+            break
+    record = await gateway.current().recorder.get(decision_id)
+    # Another workspace's decision is answered exactly like an unknown one: ids are not an oracle.
+    if record is None or record.get("workspace_id") != principal.workspace_id:
+        raise not_found(f"No decision {decision_id!r} for this key's workspace.", code="decision_not_found")
+    return json_response(record)

@@ -1,0 +1,68 @@
+"""The running gateway: config, catalog, store, upstream clients and background writers, for one process."""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import logging
+from datetime import UTC, datetime
+from collections.abc import AsyncIterator
+from typing import Any
+
+from generated.config import Config
+from handlers import config as config_mod
+from handlers.auth import KeyCache
+from handlers.catalog import Catalog
+from handlers.decisions import Recorder
+from handlers.store import open_store
+from handlers.store.base import Store
+from handlers.upstreams.base import Upstream
+from handlers.upstreams.factory import build_upstream
+
+log = logging.getLogger("specway")
+_current: contextvars.ContextVar[Gateway] = contextvars.ContextVar("specway_gateway")
+
+
+def current() -> Gateway:
+    return _current.get()
+
+
+class Gateway:
+    def __init__(self, config: Config, *, store: Store | None = None) -> None:
+        self.config = config
+        self.catalog = Catalog.from_config(config)
+        self.store = store or open_store(config.store.url)  # type: ignore[union-attr]
+        self.upstreams: dict[str, Upstream] = {}
+        self.keys = KeyCache(self.store, ttl=float(config.server.key_cache_seconds))  # type: ignore[union-attr,arg-type]
+        self.recorder = Recorder(self.store)
+        self.started_at = datetime.now(UTC).replace(microsecond=0)
+
+    @classmethod
+    def from_file(cls, path: str | None = None) -> Gateway:
+        return cls(config_mod.load(path))
+
+    def bind(self) -> contextvars.Token[Gateway]:
+        return _current.set(self)
+
+    async def start(self) -> None:
+        await self.store.open()
+        for name, settings in (self.config.upstreams or {}).items():
+            self.upstreams[name] = build_upstream(name, settings)
+        self.recorder.start()
+        self.keys.start()
+
+    async def stop(self) -> None:
+        await self.recorder.stop()
+        await self.keys.stop()
+        for up in self.upstreams.values():
+            with contextlib.suppress(Exception):
+                await up.aclose()
+        await self.store.close()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, _app: Any = None) -> AsyncIterator[None]:
+        await self.start()
+        try:
+            yield
+        finally:
+            await self.stop()

@@ -1,0 +1,349 @@
+"""A real HTTP server that speaks OpenAI Chat Completions and Anthropic Messages, for tests. Not product code.
+
+    with FakeUpstream() as fake:
+        fake.script(text="Hi", usage=(10, 2, 0))
+        OpenAIUpstream("t", base_url=fake.url)             # POST {url}/chat/completions
+        AnthropicUpstream("t", base_url=fake.anthropic_url)  # POST {anthropic_url}/v1/messages
+        fake.requests[-1].body                              # what the gateway sent
+
+Each request takes the next scripted Reply, or the default "Hello from fake" answer. The wire shapes follow the
+real services: role in the first chat chunk, a usage chunk with no choices, `data: [DONE]`; Anthropic's named
+events including ping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import re
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Self
+
+import orjson
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+Usage = tuple[int, int, int]  # (input, output, cached): prompt_tokens / cached_tokens, or input_tokens / cache_read
+
+
+@dataclass
+class Reply:
+    """One scripted answer. Fields left alone give the default answer."""
+
+    text: str = "Hello from fake"
+    tool_calls: list[dict[str, str]] = field(default_factory=list)  # {"name", "arguments": JSON text, "id"?}
+    finish: str | None = None  # the provider's own word; default stop / end_turn, or tool_calls / tool_use
+    usage: Usage | None = None  # default: counted from the words
+    status: int = 200
+    error: str | None = None  # the message of an error body, or of the mid-stream error event (fail_after)
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0  # seconds before answering
+    chunk_delay: float = 0.0  # seconds between stream chunks
+    malformed: bool = False  # a body (or, streaming, a second chunk) that is not JSON
+    cut_after: int | None = None  # streaming: close the connection after this many chunks, with no terminator
+    fail_after: int | None = None  # streaming: after this many chunks send the provider's error event and end
+    model: str | None = None  # default: the model asked for
+
+
+@dataclass
+class Received:
+    path: str
+    headers: dict[str, str]
+    body: Any  # parsed JSON, or None when it was not JSON
+    peer: str = ""  # the client's host:port, to tell connections apart
+
+
+class FakeUpstream:
+    def __init__(self) -> None:
+        self.replies: deque[Reply] = deque()
+        self.requests: list[Received] = []
+        self.disconnects = 0  # streams whose client went away before the end
+        self.port = 0
+        routes = [
+            Route("/v1/chat/completions", functools.partial(self._answer, dialect="chat"), methods=["POST"]),
+            Route("/v1/messages", functools.partial(self._answer, dialect="messages"), methods=["POST"]),
+        ]
+        self._server = uvicorn.Server(
+            uvicorn.Config(
+                Starlette(routes=routes),
+                host="127.0.0.1",
+                port=0,
+                log_level="critical",  # a cut stream is an "error" to uvicorn, and on purpose here
+                lifespan="off",
+                timeout_graceful_shutdown=1,
+            )
+        )
+        self._thread = threading.Thread(target=self._server.run, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def anthropic_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def script(self, reply: Reply | None = None, **fields: Any) -> None:
+        """Queue one reply: a Reply, or Reply's fields as keywords."""
+        self.replies.append(reply or Reply(**fields))
+
+    def reset(self) -> None:
+        self.replies.clear()
+        self.requests.clear()
+        self.disconnects = 0
+
+    def start(self) -> Self:
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self._server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError("the fake upstream did not start")
+            time.sleep(0.01)
+        self.port = self._server.servers[0].sockets[0].getsockname()[1]
+        return self
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=5)
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    async def _answer(self, request: Request, dialect: str) -> Any:
+        raw = await request.body()
+        try:
+            body = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            body = None
+        peer = f"{request.client.host}:{request.client.port}" if request.client else ""
+        self.requests.append(Received(request.url.path, dict(request.headers), body, peer))
+        reply = self.replies.popleft() if self.replies else Reply()
+        await asyncio.sleep(reply.delay)
+        if reply.status >= 400:
+            return JSONResponse(_ERRORS[dialect](reply), reply.status, headers=reply.headers)
+        body = body or {}
+        model = reply.model or body.get("model") or "fake-model"
+        usage = reply.usage or _default_usage(body, reply)
+        if not body.get("stream"):
+            if reply.malformed:
+                return Response(b'{"id": "broken', media_type="application/json", headers=reply.headers)
+            return JSONResponse(_WHOLE[dialect](reply, model, usage), headers=reply.headers)
+        include_usage = dialect == "messages" or bool((body.get("stream_options") or {}).get("include_usage"))
+        return _Stream(_STREAMS[dialect](reply, model, usage if include_usage else None), reply, self)
+
+
+class _Stream:
+    """An SSE answer sent chunk by chunk, that notices a client going away and can break off on purpose."""
+
+    def __init__(self, chunks: list[bytes], reply: Reply, fake: FakeUpstream) -> None:
+        error = chunks.pop()  # each dialect puts its mid-stream error event last
+        if reply.malformed:
+            chunks.insert(1, b"data: {not json\n\n")
+        if reply.fail_after is not None:
+            chunks = [*chunks[: reply.fail_after], error]
+        elif reply.cut_after is not None:
+            chunks = chunks[: reply.cut_after]
+        self.chunks, self.reply, self.fake = chunks, reply, fake
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
+        headers += [(k.lower().encode(), v.encode()) for k, v in self.reply.headers.items()]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        sender = asyncio.ensure_future(self._send(send))
+        watcher = asyncio.ensure_future(_disconnect(receive))
+        await asyncio.wait([sender, watcher], return_when=asyncio.FIRST_COMPLETED)
+        if not sender.done():
+            self.fake.disconnects += 1
+        sender.cancel()
+        watcher.cancel()
+
+    async def _send(self, send: Send) -> None:
+        for i, chunk in enumerate(self.chunks):
+            if i:
+                await asyncio.sleep(self.reply.chunk_delay)
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        if self.reply.cut_after is None or self.reply.fail_after is not None:
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        # else: return mid-body; uvicorn then closes the connection without the chunked terminator
+
+
+async def _disconnect(receive: Receive) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+def _default_usage(body: dict[str, Any], reply: Reply) -> Usage:
+    prompt = len(re.findall(r"\w+", orjson.dumps(body.get("messages") or []).decode()))
+    return prompt, len(reply.text.split()) + 12 * len(reply.tool_calls), 0
+
+
+def _pieces(text: str) -> list[str]:
+    """Word-sized pieces ("Hello ", "from ", "fake"), as models stream."""
+    return re.findall(r"\S+\s*|\s+", text)
+
+
+def _arg_pieces(arguments: str) -> list[str]:
+    return [arguments[i : i + 8] for i in range(0, len(arguments), 8)]
+
+
+def _calls(reply: Reply, prefix: str) -> list[tuple[str, str, str]]:
+    return [
+        (c.get("id") or f"{prefix}{i}", c["name"], c.get("arguments") or "{}") for i, c in enumerate(reply.tool_calls)
+    ]
+
+
+def _sse(payload: Any, event: str | None = None) -> bytes:
+    head = f"event: {event}\n".encode() if event else b""
+    return head + b"data: " + orjson.dumps(payload) + b"\n\n"
+
+
+def _error_type(status: int) -> str:
+    return _ERROR_TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
+
+
+_ERROR_TYPES = {401: "authentication_error", 403: "permission_error", 404: "not_found_error", 429: "rate_limit_error"}
+_ERROR_TYPES |= {529: "overloaded_error"}
+
+
+# --- OpenAI Chat Completions --------------------------------------------------------------------------------------
+
+
+def _chat_usage(usage: Usage) -> dict[str, Any]:
+    prompt, completion, cached = usage
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "prompt_tokens_details": {"cached_tokens": cached, "audio_tokens": 0},
+        "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0},
+    }
+
+
+def _chat_whole(reply: Reply, model: str, usage: Usage) -> dict[str, Any]:
+    calls = [
+        {"id": i, "type": "function", "function": {"name": n, "arguments": a}} for i, n, a in _calls(reply, "call_")
+    ]
+    message = {
+        "role": "assistant",
+        "content": reply.text or None,
+        "refusal": None,
+        **({"tool_calls": calls} if calls else {}),
+    }
+    finish = reply.finish or ("tool_calls" if calls else "stop")
+    return {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish}],
+        "usage": _chat_usage(usage),
+        "system_fingerprint": "fp_fake",
+    }
+
+
+def _chat_stream(reply: Reply, model: str, usage: Usage | None) -> list[bytes]:
+    head = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": int(time.time()), "model": model}
+    head |= {"system_fingerprint": "fp_fake", **({"usage": None} if usage else {})}
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {**head, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+
+    out = [chunk({"role": "assistant", "content": "" if reply.text else None, "refusal": None})]
+    out += [chunk({"content": piece}) for piece in _pieces(reply.text)]
+    for index, (call_id, name, arguments) in enumerate(_calls(reply, "call_")):
+        start = {"index": index, "id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}
+        out.append(chunk({"tool_calls": [start]}))
+        out += [chunk({"tool_calls": [{"index": index, "function": {"arguments": p}}]}) for p in _arg_pieces(arguments)]
+    out.append(chunk({}, reply.finish or ("tool_calls" if reply.tool_calls else "stop")))
+    if usage:
+        out.append({**head, "choices": [], "usage": _chat_usage(usage)})
+    return [_sse(c) for c in out] + [b"data: [DONE]\n\n", _sse(_chat_error(reply))]
+
+
+def _chat_error(reply: Reply) -> dict[str, Any]:
+    error_type = "server_error" if reply.status == 200 else _error_type(reply.status)
+    message = reply.error or f"fake error {reply.status}"
+    return {"error": {"message": message, "type": error_type, "param": None, "code": None}}
+
+
+# --- Anthropic Messages -------------------------------------------------------------------------------------------
+
+
+def _messages_usage(usage: Usage, output: int | None = None) -> dict[str, Any]:
+    tokens, completion, cached = usage
+    return {
+        "input_tokens": tokens,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": cached,
+        "output_tokens": completion if output is None else output,
+    }
+
+
+def _messages_blocks(reply: Reply) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": reply.text}] if reply.text else []
+    for call_id, name, arguments in _calls(reply, "toolu_fake"):
+        blocks.append({"type": "tool_use", "id": call_id, "name": name, "input": orjson.loads(arguments)})
+    return blocks
+
+
+def _messages_whole(reply: Reply, model: str, usage: Usage) -> dict[str, Any]:
+    return {
+        "id": "msg_fake",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": _messages_blocks(reply),
+        "stop_reason": reply.finish or ("tool_use" if reply.tool_calls else "end_turn"),
+        "stop_sequence": None,
+        "usage": _messages_usage(usage),
+    }
+
+
+def _messages_stream(reply: Reply, model: str, usage: Usage | None) -> list[bytes]:
+    usage = usage or (0, 0, 0)
+    whole = _messages_whole(reply, model, usage)
+    message = {**whole, "content": [], "stop_reason": None, "usage": _messages_usage(usage, output=1)}
+    events: list[dict[str, Any]] = [{"type": "message_start", "message": message}]
+    for index, block in enumerate(whole["content"]):
+        deltas = _block_deltas(block)
+        start = {**block, "text": ""} if block["type"] == "text" else {**block, "input": {}}
+        events.append({"type": "content_block_start", "index": index, "content_block": start})
+        events += [{"type": "content_block_delta", "index": index, "delta": delta} for delta in deltas]
+        events.append({"type": "content_block_stop", "index": index})
+    events.insert(min(2, len(events)), {"type": "ping"})
+    delta = {"stop_reason": whole["stop_reason"], "stop_sequence": None}
+    events.append({"type": "message_delta", "delta": delta, "usage": {"output_tokens": usage[1]}})
+    events.append({"type": "message_stop"})
+    return [_sse(e, e["type"]) for e in events] + [_sse(_messages_error(reply), "error")]
+
+
+def _block_deltas(block: dict[str, Any]) -> list[dict[str, Any]]:
+    if block["type"] == "text":
+        return [{"type": "text_delta", "text": piece} for piece in _pieces(block["text"])]
+    arguments = orjson.dumps(block["input"]).decode()
+    return [{"type": "input_json_delta", "partial_json": p} for p in ["", *_arg_pieces(arguments)]]
+
+
+def _messages_error(reply: Reply) -> dict[str, Any]:
+    error_type = "overloaded_error" if reply.status == 200 else _error_type(reply.status)
+    message = reply.error or f"fake error {reply.status}"
+    return {"type": "error", "error": {"type": error_type, "message": message}, "request_id": "req_fake"}
+
+
+_WHOLE: dict[str, Callable[[Reply, str, Usage], dict[str, Any]]] = {"chat": _chat_whole, "messages": _messages_whole}
+_STREAMS: dict[str, Callable[[Reply, str, Usage | None], list[bytes]]] = {
+    "chat": _chat_stream,
+    "messages": _messages_stream,
+}
+_ERRORS: dict[str, Callable[[Reply], dict[str, Any]]] = {"chat": _chat_error, "messages": _messages_error}

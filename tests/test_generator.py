@@ -1,0 +1,87 @@
+"""The generator: deterministic, checks drift, and names the culprit when the spec and handlers disagree."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from generator import __main__ as gen
+from generator.spec import SpecError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _copy_tree(tmp: Path) -> Path:
+    for part in ("specs", "handlers/endpoints"):
+        shutil.copytree(ROOT / part, tmp / part)
+    return tmp
+
+
+def _add_operation(root: Path, path: str, op: dict) -> None:
+    f = root / "specs" / "paths" / "extra.yaml"
+    f.write_text(yaml.safe_dump({path: {"post": op}}))
+
+
+def test_committed_files_match_specs() -> None:
+    files = gen.render()
+    stale = [str(p.relative_to(ROOT)) for p, text in files.items() if p.read_text(encoding="utf-8") != text]
+    assert stale == [], "run `python -m generator`"
+
+
+def test_output_is_deterministic() -> None:
+    assert gen.render() == gen.render()
+
+
+def test_check_passes_on_a_clean_tree(capsys: pytest.CaptureFixture[str]) -> None:
+    assert gen.main(["--check"]) == 0
+
+
+def test_operation_without_handler_fails_naming_it(tmp_path: Path) -> None:
+    root = _copy_tree(tmp_path)
+    _add_operation(root, "/v1/things", {"operationId": "create_thing", "x-handler": "inference",
+                                        "responses": {"200": {"description": "ok"}}})
+    with pytest.raises(SpecError) as info:
+        gen.render(root)
+    assert "handlers/endpoints/inference.py: has no function create_thing" in str(info.value)
+
+
+def test_handler_without_operation_fails_naming_it(tmp_path: Path) -> None:
+    root = _copy_tree(tmp_path)
+    with (root / "handlers/endpoints/catalog.py").open("a") as f:
+        f.write("\n\nasync def orphan(principal):\n    return None\n")
+    with pytest.raises(SpecError) as info:
+        gen.render(root)
+    assert "function orphan serves no operation" in str(info.value)
+
+
+def test_duplicate_operation_id_fails(tmp_path: Path) -> None:
+    root = _copy_tree(tmp_path)
+    _add_operation(root, "/v1/again", {"operationId": "create_message", "x-handler": "inference",
+                                       "responses": {"200": {"description": "ok"}}})
+    with pytest.raises(SpecError) as info:
+        gen.render(root)
+    assert "operationId 'create_message' is already used" in str(info.value)
+
+
+def test_schema_edit_changes_only_models_and_bundle(tmp_path: Path) -> None:
+    root = _copy_tree(tmp_path)
+    before = {p.relative_to(root): t for p, t in gen.render(root).items()}
+    chat = root / "specs/schemas/chat.yaml"
+    doc = yaml.safe_load(chat.read_text())
+    doc["ChatCompletionRequest"]["properties"]["user"] = {"type": "string", "description": "An end-user id."}
+    chat.write_text(yaml.safe_dump(doc, sort_keys=False))
+    after = {p.relative_to(root): t for p, t in gen.render(root).items()}
+    changed = sorted(str(p) for p in before if before[p] != after[p])
+    assert changed == ["generated/models.py", "openapi.json"]
+    assert "user: StrictStr | None = None" in after[Path("generated/models.py")]
+
+
+def test_bad_yaml_names_the_file(tmp_path: Path) -> None:
+    root = _copy_tree(tmp_path)
+    (root / "specs/schemas/broken.yaml").write_text("A: [unclosed\n")
+    with pytest.raises(SpecError) as info:
+        gen.render(root)
+    assert "broken.yaml: not valid YAML" in str(info.value)
