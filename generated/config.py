@@ -10,25 +10,25 @@ class Server(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
     )
-    host: StrictStr | None = "127.0.0.1"
-    port: StrictInt | None = Field(8080, ge=0, le=65535)
-    workers: StrictInt | None = Field(1, ge=1)
-    body_limit_bytes: StrictInt | None = Field(10485760, ge=1024)
+    host: StrictStr = "127.0.0.1"
+    port: StrictInt = Field(8080, ge=0, le=65535)
+    workers: StrictInt = Field(1, ge=1)
+    body_limit_bytes: StrictInt = Field(10485760, ge=1024)
     """
     Bodies over this many bytes are refused with 413 while being read.
     """
-    key_cache_seconds: StrictFloat | None = Field(5, ge=0.0)
+    key_cache_seconds: StrictFloat = Field(5, ge=0.0)
     """
     How long a relay key lookup is cached; a revoked key stops working within this time.
     """
-    log_level: Literal["debug", "info", "warning", "error"] | None = "info"
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
 
 
 class StoreSettings(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
     )
-    url: StrictStr | None = "sqlite:///specway.db"
+    url: StrictStr = "sqlite:///specway.db"
     """
     sqlite:///relative.db, sqlite:////absolute.db or postgresql://user@host/db.
     """
@@ -38,9 +38,9 @@ class TimeoutSettings(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
     )
-    connect: StrictFloat | None = Field(5, gt=0.0)
-    read: StrictFloat | None = Field(60, gt=0.0)
-    total: StrictFloat | None = Field(300, gt=0.0)
+    connect: StrictFloat = Field(5, gt=0.0)
+    read: StrictFloat = Field(60, gt=0.0)
+    total: StrictFloat = Field(300, gt=0.0)
 
 
 class PriceSettings(BaseModel):
@@ -51,8 +51,8 @@ class PriceSettings(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
     )
-    input: StrictStr | StrictFloat | None = "0"
-    output: StrictStr | StrictFloat | None = "0"
+    input: StrictStr | StrictFloat = "0"
+    output: StrictStr | StrictFloat = "0"
 
 
 class Effort(RootModel[list[StrictStr]]):
@@ -71,8 +71,8 @@ class ThinkingBudget(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
     )
-    low: StrictInt | None = 2048
-    medium: StrictInt | None = 8192
+    low: StrictInt = 2048
+    medium: StrictInt = 8192
 
 
 class PolicySettings(BaseModel):
@@ -119,11 +119,11 @@ class UpstreamSettings(BaseModel):
     Extra headers sent with every request.
     """
     timeouts: TimeoutSettings | None = None
-    default_max_tokens: StrictInt | None = Field(4096, ge=1)
+    default_max_tokens: StrictInt = Field(4096, ge=1)
     """
     anthropic only, where max_tokens is required; used when the request gives none.
     """
-    anthropic_version: StrictStr | None = "2023-06-01"
+    anthropic_version: StrictStr = "2023-06-01"
 
 
 class ModelSettings(BaseModel):

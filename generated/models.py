@@ -11,8 +11,8 @@ class ModelPricing(BaseModel):
     Prices per million tokens, as exact decimal strings.
     """
 
-    input_per_million: StrictStr | None = None
-    output_per_million: StrictStr | None = None
+    input_per_million: StrictStr = None
+    output_per_million: StrictStr = None
 
 
 class WorkspaceSummary(BaseModel):
@@ -30,31 +30,31 @@ class WorkspaceSummary(BaseModel):
 
 class KeyLimits(BaseModel):
     budget: StrictStr | None = None
-    budget_period: Literal["total", "daily", "monthly"] | None = None
+    budget_period: Literal["total", "daily", "monthly"] = None
     rpm: StrictInt | None = None
     tpm: StrictInt | None = None
 
 
 class KeySpend(BaseModel):
-    total: StrictStr | None = None
-    period: StrictStr | None = None
+    total: StrictStr = None
+    period: StrictStr = None
     period_start: StrictStr | None = None
-    reserved: StrictStr | None = None
+    reserved: StrictStr = None
 
 
 class DecisionCandidate(BaseModel):
-    model: StrictStr | None = None
-    upstream: StrictStr | None = None
-    verdict: Literal["chosen", "fallback", "skipped"] | None = None
-    reason: StrictStr | None = None
+    model: StrictStr = None
+    upstream: StrictStr = None
+    verdict: Literal["chosen", "fallback", "skipped"] = None
+    reason: StrictStr = None
 
 
 class DecisionAttempt(BaseModel):
-    model: StrictStr | None = None
-    upstream: StrictStr | None = None
+    model: StrictStr = None
+    upstream: StrictStr = None
     status: StrictInt | None = None
     error: StrictStr | None = None
-    latency_ms: StrictFloat | None = None
+    latency_ms: StrictFloat = None
 
 
 class StreamOptions(BaseModel):
@@ -65,38 +65,38 @@ class StreamOptions(BaseModel):
     model_config = ConfigDict(
         extra="allow",
     )
-    include_usage: StrictBool | None = None
+    include_usage: StrictBool = None
 
 
 class ChatMessage(BaseModel):
     model_config = ConfigDict(
         extra="allow",
     )
-    role: StrictStr | None = None
+    role: Literal["system", "developer", "user", "assistant", "tool"]
     """
-    Who wrote the message: system, developer, user, assistant or tool.
+    Who wrote the message: system (or developer), user, assistant or tool.
     """
-    content: StrictStr | list[Any] | None = None
+    content: StrictStr | list[dict[str, Any]] | None = None
     """
-    Text; the gateway reads the text of a message.
+    Text, or a list of content parts; the gateway reads the text of a message. Null for an assistant message that only calls tools.
     """
 
 
 class ChatAnswerMessage(BaseModel):
-    role: Literal["assistant"] | None = None
+    role: Literal["assistant"] = None
     content: StrictStr | None = None
-    tool_calls: list[dict[str, Any]] | None = None
+    tool_calls: list[dict[str, Any]] = None
 
 
 class PromptTokensDetails(BaseModel):
-    cached_tokens: StrictFloat | None = None
+    cached_tokens: StrictFloat = None
 
 
 class ChatUsage(BaseModel):
-    prompt_tokens: StrictFloat | None = None
-    completion_tokens: StrictFloat | None = None
-    total_tokens: StrictFloat | None = None
-    prompt_tokens_details: PromptTokensDetails | None = None
+    prompt_tokens: StrictFloat = None
+    completion_tokens: StrictFloat = None
+    total_tokens: StrictFloat = None
+    prompt_tokens_details: PromptTokensDetails = None
 
 
 class ErrorDetail(BaseModel):
@@ -123,41 +123,37 @@ class SseEvent(BaseModel):
     One server-sent event; `data` is a JSON document in the endpoint's own stream format (or `[DONE]` on the chat endpoint).
     """
 
-    event: StrictStr | None = None
+    event: StrictStr = None
     data: StrictStr
-    id: StrictStr | None = None
-
-
-class TextOrParts(RootModel[StrictStr | list[Any]]):
-    root: StrictStr | list[Any]
-    """
-    A string, or a list of content parts.
-    """
+    id: StrictStr = None
 
 
 class AnthropicMessage(BaseModel):
     model_config = ConfigDict(
         extra="allow",
     )
-    role: StrictStr | None = None
-    content: TextOrParts | None = None
+    role: Literal["user", "assistant"]
+    content: StrictStr | list[dict[str, Any]] = None
+    """
+    A string, or a list of content blocks.
+    """
 
 
 class MessageContentBlock(BaseModel):
     model_config = ConfigDict(
         extra="allow",
     )
-    type: Literal["text", "tool_use"] | None = None
-    text: StrictStr | None = None
-    id: StrictStr | None = None
-    name: StrictStr | None = None
-    input: dict[str, Any] | None = None
+    type: Literal["text", "tool_use"] = None
+    text: StrictStr = None
+    id: StrictStr = None
+    name: StrictStr = None
+    input: dict[str, Any] = None
 
 
 class MessageUsage(BaseModel):
-    input_tokens: StrictFloat | None = None
-    output_tokens: StrictFloat | None = None
-    cache_read_input_tokens: StrictFloat | None = None
+    input_tokens: StrictFloat = None
+    output_tokens: StrictFloat = None
+    cache_read_input_tokens: StrictFloat = None
 
 
 class Reasoning(BaseModel):
@@ -168,30 +164,33 @@ class Reasoning(BaseModel):
     model_config = ConfigDict(
         extra="allow",
     )
-    effort: StrictStr | None = None
+    effort: StrictStr = None
 
 
 class ResponsesInputItem(BaseModel):
     model_config = ConfigDict(
         extra="allow",
     )
-    role: StrictStr | None = None
+    role: Literal["user", "assistant", "system", "developer"] = None
     """
     Defaults to user.
     """
-    content: TextOrParts | None = None
+    content: StrictStr | list[dict[str, Any]] = None
+    """
+    A string, or a list of content blocks.
+    """
 
 
 class ResponseOutputText(BaseModel):
-    type: Literal["output_text"] | None = None
-    text: StrictStr | None = None
-    annotations: list[Any] | None = None
+    type: Literal["output_text"] = None
+    text: StrictStr = None
+    annotations: list[Any] = None
 
 
 class ResponseUsage(BaseModel):
-    input_tokens: StrictFloat | None = None
-    output_tokens: StrictFloat | None = None
-    total_tokens: StrictFloat | None = None
+    input_tokens: StrictFloat = None
+    output_tokens: StrictFloat = None
+    total_tokens: StrictFloat = None
 
 
 class Model(BaseModel):
@@ -213,7 +212,7 @@ class Model(BaseModel):
     """
     For an alias, the model id it resolves to.
     """
-    aliases: list[StrictStr] | None = None
+    aliases: list[StrictStr] = None
     context_window: StrictInt | None = None
     pricing: ModelPricing | None = None
 
@@ -226,14 +225,14 @@ class KeyInfo(BaseModel):
     id: StrictStr
     object: Literal["key"]
     name: StrictStr
-    hint: StrictStr | None = None
+    hint: StrictStr = None
     workspace: WorkspaceSummary
     scopes: list[StrictStr]
     models: list[StrictStr] | None = None
     """
     The models and aliases the key may use; null means every model.
     """
-    policy: StrictStr | None = None
+    policy: StrictStr = None
     """
     The routing policy that decides when a request names no model.
     """
@@ -252,13 +251,13 @@ class Decision(BaseModel):
     id: StrictStr
     object: Literal["route.decision"]
     created_at: StrictStr
-    key_id: StrictStr | None = None
-    workspace_id: StrictStr | None = None
+    key_id: StrictStr = None
+    workspace_id: StrictStr = None
     format: Literal["chat", "responses", "messages"]
     requested_model: StrictStr | None = None
     effort: StrictStr | None = None
     policy: StrictStr | None = None
-    stream: StrictBool | None = None
+    stream: StrictBool = None
     candidates: list[DecisionCandidate]
     attempts: list[DecisionAttempt]
     model: StrictStr | None = None
@@ -285,7 +284,7 @@ class ChatCompletionRequest(BaseModel):
     model_config = ConfigDict(
         extra="allow",
     )
-    model: StrictStr | None = None
+    model: StrictStr = None
     """
     A model id or an alias from GET /v1/models. Optional: the key's routing decides when absent.
     """
@@ -293,11 +292,11 @@ class ChatCompletionRequest(BaseModel):
     """
     Required and non-empty; an empty or missing list is a 400.
     """
-    max_completion_tokens: StrictFloat | None = Field(None, ge=1.0)
+    max_completion_tokens: StrictFloat | None = Field(None, ge=1.0, le=2147483647.0, multiple_of=1.0)
     """
     Upper bound on the generated tokens, the newer OpenAI name for max_tokens. Send one of the two.
     """
-    max_tokens: StrictFloat | None = Field(None, ge=1.0)
+    max_tokens: StrictFloat | None = Field(None, ge=1.0, le=2147483647.0, multiple_of=1.0)
     """
     Upper bound on the tokens the model may generate. Send this or max_completion_tokens, not both.
     """
@@ -328,9 +327,9 @@ class ChatCompletionRequest(BaseModel):
 
 
 class ChatChoice(BaseModel):
-    index: StrictInt | None = None
+    index: StrictInt = None
     message: ChatAnswerMessage | None = None
-    finish_reason: StrictStr | None = None
+    finish_reason: StrictStr = None
     """
     stop, length, tool_calls or content_filter.
     """
@@ -353,22 +352,22 @@ class MessagesRequest(BaseModel):
     model_config = ConfigDict(
         extra="allow",
     )
-    model: StrictStr | None = None
+    model: StrictStr = None
     """
     The model id or alias. Optional: without it the key's routing chooses.
     """
     messages: list[AnthropicMessage] = Field(..., min_length=1)
-    system: StrictStr | list[Any] | None = None
+    system: StrictStr | list[dict[str, Any]] = None
     """
     A string, or a list of {type:text,text} blocks (joined). An empty list contributes nothing.
     """
-    max_tokens: StrictFloat | None = Field(None, ge=1.0)
+    max_tokens: StrictFloat = Field(None, ge=1.0, le=2147483647.0, multiple_of=1.0)
     """
     Upper bound on the tokens the model may generate for this answer.
     """
-    temperature: StrictFloat | None = None
-    stream: StrictBool | None = None
-    thinking: StrictStr | dict[str, Any] | None = None
+    temperature: StrictFloat = None
+    stream: StrictBool = None
+    thinking: StrictStr | dict[str, Any] = None
     """
     The request's effort, as a plain effort string or an object with an effort field. Anthropic's {type:"enabled", budget_tokens} is also read, mapped to an effort tier by the key's routing policy.
     """
@@ -394,6 +393,13 @@ class Message(BaseModel):
     usage: MessageUsage
 
 
+class Input(RootModel[list[ResponsesInputItem]]):
+    root: list[ResponsesInputItem] = Field(..., min_length=1)
+    """
+    Required: a string or a list of {role?, content} items (role defaults to user).
+    """
+
+
 class ResponsesRequest(BaseModel):
     """
     OpenAI Responses. Every other field is accepted and not read (previous_response_id is not read; tools are translated for the upstream).
@@ -402,11 +408,11 @@ class ResponsesRequest(BaseModel):
     model_config = ConfigDict(
         extra="allow",
     )
-    model: StrictStr | None = None
+    model: StrictStr = None
     """
     The model id or alias. Optional: without it the key's routing chooses.
     """
-    input: StrictStr | list[ResponsesInputItem]
+    input: StrictStr | Input
     """
     Required: a string or a list of {role?, content} items (role defaults to user).
     """
@@ -414,7 +420,7 @@ class ResponsesRequest(BaseModel):
     """
     Becomes a leading system message; blank text contributes nothing.
     """
-    max_output_tokens: StrictFloat | None = Field(None, ge=1.0)
+    max_output_tokens: StrictFloat | None = Field(None, ge=1.0, le=2147483647.0, multiple_of=1.0)
     temperature: StrictFloat | None = None
     stream: StrictBool | None = None
     reasoning: Reasoning | None = None
@@ -427,14 +433,14 @@ class ResponseOutputItem(BaseModel):
     model_config = ConfigDict(
         extra="allow",
     )
-    type: Literal["message", "function_call"] | None = None
-    id: StrictStr | None = None
-    status: StrictStr | None = None
-    role: Literal["assistant"] | None = None
-    content: list[ResponseOutputText] | None = None
-    call_id: StrictStr | None = None
-    name: StrictStr | None = None
-    arguments: StrictStr | None = None
+    type: Literal["message", "function_call"] = None
+    id: StrictStr = None
+    status: StrictStr = None
+    role: Literal["assistant"] = None
+    content: list[ResponseOutputText] = None
+    call_id: StrictStr = None
+    name: StrictStr = None
+    arguments: StrictStr = None
 
 
 class ModelList(BaseModel):
@@ -476,8 +482,8 @@ class Response(BaseModel):
     resp_<decisionId>
     """
     object: Literal["response"]
-    created_at: StrictInt | None = None
-    model: StrictStr | None = None
+    created_at: StrictInt = None
+    model: StrictStr = None
     status: Literal["completed", "incomplete"]
     output: list[ResponseOutputItem]
     output_text: StrictStr

@@ -29,8 +29,27 @@ _TEMPLATES = jinja2.Environment(
 )
 
 
+def _null_only_where_declared(node: Any) -> Any:
+    """Mark every property that does not say `nullable: true` as `nullable: false`.
+
+    OpenAPI 3.0 admits null only where a schema says nullable; datamodel-code-generator would otherwise make every
+    optional field accept an explicit null (Schemathesis rightly calls that accepting invalid data).
+    """
+    if isinstance(node, list):
+        return [_null_only_where_declared(n) for n in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: _null_only_where_declared(v) for k, v in node.items()}
+    props = out.get("properties")
+    if isinstance(props, dict):
+        out["properties"] = {k: v if "nullable" in v or "$ref" in v else {**v, "nullable": False} for k, v in props.items()}
+    return out
+
+
 def pydantic_models(schema: dict[str, Any], file_type: InputFileType, name: str) -> str:
     """datamodel-code-generator, pinned to be deterministic; strict types so "5" is not a number."""
+    if file_type is InputFileType.OpenAPI:
+        schema = _null_only_where_declared(schema)
     out = generate(
         json.dumps(schema),
         input_file_type=file_type,
@@ -41,6 +60,7 @@ def pydantic_models(schema: dict[str, Any], file_type: InputFileType, name: str)
         custom_file_header=HEADER,
         strict_types=[StrictTypes.str, StrictTypes.int, StrictTypes.float, StrictTypes.bool],
         field_constraints=True,
+        strict_nullable=True,
         use_standard_collections=True,
         use_union_operator=True,
         use_schema_description=True,

@@ -10,13 +10,13 @@ import connexion
 from connexion.datastructures import MediaTypeDict
 from connexion.exceptions import ProblemException
 from connexion.lifecycle import ConnexionRequest, ConnexionResponse
+from connexion.middleware.context import ContextMiddleware
 from connexion.middleware.exceptions import ExceptionMiddleware
 from connexion.middleware.lifespan import LifespanMiddleware
 from connexion.middleware.request_validation import RequestValidationMiddleware
 from connexion.middleware.routing import RoutingMiddleware
 from connexion.middleware.server_error import ServerErrorMiddleware
 from connexion.middleware.swagger_ui import SwaggerUIMiddleware
-from connexion.middleware.context import ContextMiddleware
 from connexion.options import SwaggerUIOptions
 from connexion.resolver import Resolver
 from connexion.validators import VALIDATOR_MAP

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 Format = Literal["chat", "responses", "messages"]
 Role = Literal["user", "assistant", "tool"]
@@ -48,7 +48,7 @@ class Unknown:
     format: Format
 
 
-Block = Union[Text, ToolCall, ToolResult, Unknown]
+Block = Text | ToolCall | ToolResult | Unknown
 
 
 @dataclass(slots=True)
@@ -65,8 +65,13 @@ class Tool:
     name: str
     description: str | None
     parameters: dict[str, Any]
-    raw: dict[str, Any]  # the tool as the caller wrote it
+    raw: Any  # the tool as the caller wrote it, forwarded verbatim to a same-format upstream
     format: Format
+
+    @property
+    def portable(self) -> bool:
+        """A function tool another format can offer; other tools (name "") reach same-format upstreams only."""
+        return bool(self.name)
 
 
 @dataclass(slots=True)
@@ -149,7 +154,7 @@ class UsageReport:
     usage: Usage
 
 
-Event = Union[TextDelta, ToolCallStart, ToolCallDelta, Finish, UsageReport]
+Event = TextDelta | ToolCallStart | ToolCallDelta | Finish | UsageReport
 
 
 @dataclass(slots=True)

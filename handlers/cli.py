@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import copy
 import os
 import sys
 from collections.abc import Awaitable, Callable
@@ -50,6 +51,16 @@ def _scopes(text: str) -> tuple[str, ...]:
     return scopes
 
 
+def _logs_to_stderr() -> dict[str, Any]:
+    """uvicorn's logging, all of it on stderr: stdout carries only what a script captures (a new key)."""
+    from uvicorn.config import LOGGING_CONFIG
+
+    config = copy.deepcopy(LOGGING_CONFIG)
+    for handler in config["handlers"].values():
+        handler["stream"] = "ext://sys.stderr"
+    return config
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -64,8 +75,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.config:
         os.environ[config_mod.ENV_CONFIG] = os.path.abspath(args.config)
     log_level = server.log_level  # type: ignore[union-attr]
-    common: dict[str, Any] = dict(host=host, port=port, log_level=log_level, loop="uvloop", http="httptools",
-                                  timeout_graceful_shutdown=30)
+    common: dict[str, Any] = {"host": host, "port": port, "log_level": log_level, "loop": "uvloop", "http": "httptools",
+                              "timeout_graceful_shutdown": 30, "log_config": _logs_to_stderr()}
     if workers > 1:
         uvicorn.run("handlers.app:factory", factory=True, workers=workers, **common)
     else:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import logging
-from datetime import UTC, datetime
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from typing import Any
 
 from generated.config import Config

@@ -31,8 +31,12 @@ async def parse_body(request: ConnexionRequest, model: type[M]) -> M:
 
 
 def validation_error(exc: pydantic.ValidationError) -> ApiError:
-    """The first problem, naming the field as a dotted path (messages.0.role)."""
-    err: dict[str, Any] = exc.errors(include_url=False, include_context=False)[0]
+    """One problem, naming the field as a dotted path (messages.0.role).
+
+    For a union (string or list) pydantic reports each branch; the deepest location is the most precise one.
+    """
+    errors = exc.errors(include_url=False, include_context=False)
+    err: dict[str, Any] = max(errors, key=lambda e: len(e["loc"]))
     loc = [str(p) for p in err["loc"] if not _is_union_branch(p)]
     param = ".".join(loc) or None
     if err["type"] == "json_invalid":
@@ -45,5 +49,6 @@ def validation_error(exc: pydantic.ValidationError) -> ApiError:
 
 
 def _is_union_branch(part: Any) -> bool:
-    # pydantic names the union member it tried (e.g. "str", "list[any]"); callers want the field path only.
-    return isinstance(part, str) and (part in ("str", "float", "int", "bool") or "[" in part or part.startswith("function-"))
+    # pydantic names the union member it tried ("str", "list[...]", a model class such as "Input");
+    # callers want the field path only, and every field of the API is snake_case.
+    return isinstance(part, str) and (part in ("str", "float", "int", "bool") or "[" in part or part[:1].isupper())

@@ -149,6 +149,10 @@ async def _stream(gw: gateway.Gateway, decision: routing.Decision, req: Request,
             api = upstream_failure(err, upstream_name)
             decision.outcome = api.code
             yield renderer.error(api)
+        except Exception:  # a fault of ours mid-stream still ends the stream with an error event, never a cut
+            log.exception("stream failed")
+            decision.outcome = "internal_error"
+            yield renderer.error(ApiError(500, "internal_error", "The gateway failed while streaming; it has been logged."))
         finally:
             await _close(events)
             _settle(decision, decision.usage)

@@ -102,8 +102,9 @@ class AnthropicUpstream(HttpUpstream):
                 stop_sequences=request.stop,
             )
         )
-        if request.tools:
-            body["tools"] = [_tool(tool) for tool in request.tools]
+        tools = [_tool(t) for t in request.tools or () if t.format == "messages" or t.portable]
+        if tools:
+            body["tools"] = tools
         if request.format == "messages":
             body.update(present(tool_choice=request.tool_choice))
             merge_extra(body, request.extra)

@@ -65,5 +65,5 @@ class Upstream(abc.ABC):
         or while iterating when it fails mid-stream. Closing the iterator cancels the upstream request.
         """
 
-    async def aclose(self) -> None:  # noqa: B027 - optional hook
+    async def aclose(self) -> None:
         """Release connections."""

@@ -20,12 +20,12 @@ def _timeouts(settings: UpstreamSettings) -> Timeouts:
 def build_upstream(name: str, settings: UpstreamSettings) -> Upstream:
     if settings.kind == "echo":
         return EchoUpstream(name)
-    common = dict(
-        base_url=settings.base_url or "",
-        api_key=api_key(name, settings),
-        headers=dict(settings.headers or {}),
-        timeouts=_timeouts(settings),
-    )
+    common = {
+        "base_url": settings.base_url or "",
+        "api_key": api_key(name, settings),
+        "headers": dict(settings.headers or {}),
+        "timeouts": _timeouts(settings),
+    }
     if settings.kind == "openai":
         return OpenAIUpstream(name, **common)  # type: ignore[arg-type]
     return AnthropicUpstream(

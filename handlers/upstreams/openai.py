@@ -83,8 +83,9 @@ def chat_body(request: Request, model: str) -> dict[str, Any]:
             seed=request.seed,
         )
     )
-    if request.tools:
-        body["tools"] = [_tool(tool) for tool in request.tools]
+    tools = [_tool(t) for t in request.tools or () if t.format == "chat" or t.portable]
+    if tools:
+        body["tools"] = tools
     if request.format == "chat":
         body.update(present(tool_choice=request.tool_choice, response_format=request.response_format))
         merge_extra(body, request.extra)

@@ -1,0 +1,169 @@
+"""The store interface: workspaces, relay keys, spend reservations and decision records.
+
+Two backends implement it (SQLite, the embedded default, and PostgreSQL); one test suite runs on both.
+Money is Decimal everywhere; secrets are never stored, only their SHA-256.
+"""
+
+from __future__ import annotations
+
+import abc
+import hashlib
+import secrets
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from typing import Any, Literal
+
+SCOPES = ("inference", "models:read", "key:read", "explain:read", "admin")
+BudgetPeriod = Literal["total", "daily", "monthly"]
+SECRET_PREFIX = "sk-sw-"
+
+
+def new_secret() -> str:
+    return SECRET_PREFIX + secrets.token_urlsafe(32)
+
+
+def hash_secret(secret: str) -> str:
+    # Secrets carry 256 random bits, so a fast hash is enough (no dictionary to attack).
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+@dataclass(slots=True)
+class Limits:
+    budget: Decimal | None = None  # per budget_period, in the catalog's currency
+    budget_period: BudgetPeriod = "total"
+    rpm: int | None = None  # requests per minute
+    tpm: int | None = None  # tokens per minute
+
+
+@dataclass(slots=True)
+class Workspace:
+    id: str
+    name: str
+    credit: Decimal  # balance left to spend (settled spend already deducted)
+    reserved: Decimal  # held by requests in flight
+    spend_total: Decimal
+    created_at: datetime
+
+
+@dataclass(slots=True)
+class Key:
+    id: str
+    workspace_id: str
+    name: str
+    hint: str  # the secret's first characters, for lists; never enough to use it
+    scopes: tuple[str, ...]
+    models: tuple[str, ...] | None  # allowlist of model ids / aliases; None = every model
+    policy: str | None  # routing policy name; None = the config's default
+    expires_at: datetime | None
+    created_at: datetime
+    last_used_at: datetime | None
+    revoked_at: datetime | None
+    limits: Limits = field(default_factory=Limits)
+    spend_total: Decimal = Decimal(0)
+    spend_period: Decimal = Decimal(0)  # spend in the current budget period
+    period_start: datetime | None = None
+    reserved: Decimal = Decimal(0)
+
+    def active(self, now: datetime) -> bool:
+        return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)
+
+
+class Refused(Exception):
+    """A reservation that cannot be paid for. `reason` is 'credit' or 'budget'."""
+
+    def __init__(self, reason: Literal["credit", "budget"], message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+class Store(abc.ABC):
+    @abc.abstractmethod
+    async def open(self) -> None:
+        """Connect and apply pending migrations."""
+
+    @abc.abstractmethod
+    async def close(self) -> None: ...
+
+    @abc.abstractmethod
+    async def ping(self) -> None:
+        """Raise when the database cannot be reached."""
+
+    # workspaces
+    @abc.abstractmethod
+    async def create_workspace(self, name: str, credit: Decimal = Decimal(0)) -> Workspace: ...
+
+    @abc.abstractmethod
+    async def get_workspace(self, workspace_id: str) -> Workspace | None: ...
+
+    @abc.abstractmethod
+    async def list_workspaces(self) -> list[Workspace]: ...
+
+    @abc.abstractmethod
+    async def rename_workspace(self, workspace_id: str, name: str) -> Workspace | None: ...
+
+    @abc.abstractmethod
+    async def add_credit(self, workspace_id: str, amount: Decimal) -> Workspace | None: ...
+
+    # keys
+    @abc.abstractmethod
+    async def create_key(
+        self,
+        workspace_id: str,
+        name: str,
+        scopes: tuple[str, ...],
+        *,
+        models: tuple[str, ...] | None = None,
+        policy: str | None = None,
+        expires_at: datetime | None = None,
+        limits: Limits | None = None,
+    ) -> tuple[Key, str]:
+        """Create a key; return it and its secret (the only time the secret exists in clear)."""
+
+    @abc.abstractmethod
+    async def key_by_secret(self, secret: str) -> Key | None:
+        """One indexed read by the secret's hash."""
+
+    @abc.abstractmethod
+    async def get_key(self, key_id: str) -> Key | None: ...
+
+    @abc.abstractmethod
+    async def list_keys(self, workspace_id: str | None = None) -> list[Key]: ...
+
+    @abc.abstractmethod
+    async def update_key(self, key_id: str, **changes: Any) -> Key | None:
+        """Change name, scopes, models, policy, expires_at or limits."""
+
+    @abc.abstractmethod
+    async def revoke_key(self, key_id: str) -> Key | None: ...
+
+    @abc.abstractmethod
+    async def touch_keys(self, last_used: dict[str, datetime]) -> None:
+        """Record last-used times, batched off the hot path."""
+
+    # metering: reserve the worst case before the upstream call, settle or release after
+    @abc.abstractmethod
+    async def reserve(self, key_id: str, amount: Decimal, now: datetime) -> str:
+        """Atomically hold `amount` against the key's budget and its workspace's credit.
+
+        Returns a reservation id; raises Refused when either cannot pay. Budget periods roll over here.
+        """
+
+    @abc.abstractmethod
+    async def settle(self, reservation_id: str, cost: Decimal) -> None:
+        """Replace the hold by the real cost: added to spend, deducted from credit. Idempotent."""
+
+    @abc.abstractmethod
+    async def release(self, reservation_id: str) -> None:
+        """Drop the hold without spending. Idempotent."""
+
+    # decision records (written in batches by the recorder)
+    @abc.abstractmethod
+    async def save_decisions(self, records: list[dict[str, Any]]) -> None: ...
+
+    @abc.abstractmethod
+    async def get_decision(self, decision_id: str) -> dict[str, Any] | None: ...
+
+    @abc.abstractmethod
+    async def prune_decisions(self, older_than: datetime) -> int: ...

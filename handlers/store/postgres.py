@@ -1,0 +1,79 @@
+"""The PostgreSQL store: an asyncpg pool; NUMERIC money, timestamptz times, jsonb records.
+
+Every read-modify-write is one transaction that reads the rows it will change with SELECT … FOR UPDATE, in
+the fixed order reservation -> key -> workspace: a second transaction (any process, any pool) touching the
+same key or workspace waits for the first to commit and then reads its result, so holds can never add up to
+more than the budget or the credit allows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import asyncpg
+
+from .migrations import migrate_postgres
+from .sqlbase import SQLStore
+
+
+class _Conn:
+    __slots__ = ("_conn",)
+
+    def __init__(self, conn: asyncpg.Connection) -> None:
+        self._conn = conn
+
+    async def fetchrow(self, sql: str, *args: Any) -> Any:
+        return await self._conn.fetchrow(sql, *args)
+
+    async def fetch(self, sql: str, *args: Any) -> list[Any]:
+        return await self._conn.fetch(sql, *args)
+
+    async def execute(self, sql: str, *args: Any) -> int:
+        status = await self._conn.execute(sql, *args)  # "UPDATE 1", "INSERT 0 1", "DELETE 3"
+        count = status.rpartition(" ")[2]
+        return int(count) if count.isdigit() else 0
+
+    async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        await self._conn.executemany(sql, rows)
+
+
+class PostgresStore(SQLStore):
+    lock = " FOR UPDATE"
+
+    def __init__(self, url: str, min_size: int = 1, max_size: int = 10) -> None:
+        self.url = url
+        self.min_size = min_size
+        self.max_size = max_size
+        self._pool: asyncpg.Pool | None = None
+
+    async def open(self, *, target: int | None = None) -> None:
+        """Connect and migrate (up to schema version `target`, for tests; None = all)."""
+        self._pool = await asyncpg.create_pool(self.url, min_size=self.min_size, max_size=self.max_size)
+        async with self._pool.acquire() as conn:
+            self.migrated = tuple(await migrate_postgres(conn, target))
+
+    async def close(self) -> None:
+        if self._pool is not None:
+            await self._pool.close()
+            self._pool = None
+
+    async def ping(self) -> None:
+        async with self._read() as conn:
+            await conn.fetchrow("SELECT 1")
+
+    def _pool_or_raise(self) -> asyncpg.Pool:
+        if self._pool is None:
+            raise RuntimeError("the store is not open")
+        return self._pool
+
+    @asynccontextmanager
+    async def _tx(self) -> AsyncIterator[_Conn]:
+        async with self._pool_or_raise().acquire() as conn, conn.transaction():
+            yield _Conn(conn)
+
+    @asynccontextmanager
+    async def _read(self) -> AsyncIterator[_Conn]:
+        async with self._pool_or_raise().acquire() as conn:
+            yield _Conn(conn)

@@ -1,0 +1,334 @@
+"""What the SQLite and PostgreSQL stores share: every query and all the money logic.
+
+A backend only connects, opens transactions and binds values. The SQL here is written once with $n
+placeholders (the SQLite backend rewrites them to ?n); `lock` is " FOR UPDATE" on PostgreSQL and empty on
+SQLite, whose BEGIN IMMEDIATE already locks the whole database. Every read-modify-write runs in `_tx()` and
+locks rows in one order — reservation, key, workspace — so concurrent transactions cannot deadlock.
+"""
+
+from __future__ import annotations
+
+import abc
+import json
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
+from datetime import datetime
+from decimal import Decimal
+from typing import Any, Protocol
+
+from .base import Key, Limits, Refused, Store, Workspace, hash_secret, new_secret
+from .values import (
+    apply_key_changes,
+    as_money,
+    fmt_money,
+    new_id,
+    period_floor,
+    to_decision,
+    to_key,
+    to_workspace,
+    utc,
+    utcnow,
+    validate_limits,
+    validate_scopes,
+)
+
+UPDATABLE = frozenset({"name", "scopes", "models", "policy", "expires_at", "limits"})
+WS_COLS = ("id", "name", "credit", "reserved", "spend_total", "created_at")
+KEY_COLS = (
+    "id", "workspace_id", "name", "hint", "scopes", "models", "policy", "expires_at", "created_at",
+    "last_used_at", "revoked_at", "budget", "budget_period", "rpm", "tpm", "spend_total", "spend_period",
+    "period_start", "reserved",
+)  # fmt: skip
+_KEY_FIXED = {"id", "workspace_id", "hint", "created_at"}
+
+
+def _select(table: str, cols: Sequence[str], where: str = "") -> str:
+    return f"SELECT {', '.join(cols)} FROM {table}{where}"
+
+
+def _insert(table: str, cols: Sequence[str]) -> str:
+    return f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join(f'${i}' for i in range(1, len(cols) + 1))})"
+
+
+def _update(table: str, cols: Sequence[str]) -> str:
+    """UPDATE table SET col = $2, … WHERE id = $1."""
+    sets = ", ".join(f"{col} = ${i}" for i, col in enumerate(cols, start=2))
+    return f"UPDATE {table} SET {sets} WHERE id = $1"
+
+
+_KEY_MUTABLE = tuple(c for c in KEY_COLS if c not in _KEY_FIXED)
+_UPDATE_KEY = _update("keys", _KEY_MUTABLE)
+_SETTLED_SINCE = "SELECT cost FROM reservations WHERE key_id = $1 AND state = 'settled' AND finished_at >= $2"
+
+
+class Conn(Protocol):
+    """The four calls the shared code makes; rows are read by column name."""
+
+    async def fetchrow(self, sql: str, *args: Any) -> Any: ...
+
+    async def fetch(self, sql: str, *args: Any) -> list[Any]: ...
+
+    async def execute(self, sql: str, *args: Any) -> int:
+        """Run one statement; return the number of rows it changed."""
+
+    async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None: ...
+
+
+def key_row(key: Key) -> dict[str, Any]:
+    """The columns of `keys` (but the secret's hash) for a Key."""
+    lim = key.limits
+    return {
+        "id": key.id, "workspace_id": key.workspace_id, "name": key.name, "hint": key.hint,
+        "scopes": json.dumps(list(key.scopes)),
+        "models": None if key.models is None else json.dumps(list(key.models)),
+        "policy": key.policy, "expires_at": key.expires_at, "created_at": key.created_at,
+        "last_used_at": key.last_used_at, "revoked_at": key.revoked_at,
+        "budget": lim.budget, "budget_period": lim.budget_period, "rpm": lim.rpm, "tpm": lim.tpm,
+        "spend_total": key.spend_total, "spend_period": key.spend_period, "period_start": key.period_start,
+        "reserved": key.reserved,
+    }  # fmt: skip
+
+
+def check_budget(key: Key, amount: Decimal) -> None:
+    budget = key.limits.budget
+    if amount > 0 and budget is not None and key.spend_period + key.reserved + amount > budget:
+        raise Refused(
+            "budget",
+            f"over the key's {key.limits.budget_period} budget: spent {fmt_money(key.spend_period)} + held "
+            f"{fmt_money(key.reserved)} + this request up to {fmt_money(amount)} exceeds {fmt_money(budget)}",
+        )
+
+
+def check_credit(ws: Workspace, amount: Decimal) -> None:
+    if amount > 0 and ws.credit - ws.reserved - amount < 0:
+        raise Refused(
+            "credit",
+            f"out of credit: balance {fmt_money(ws.credit)}, held {fmt_money(ws.reserved)}, "
+            f"this request needs up to {fmt_money(amount)}",
+        )
+
+
+class SQLStore(Store):
+    lock: str = ""  # appended to SELECTs whose rows the transaction is about to change
+    migrated: tuple[int, ...] = ()  # the schema versions the last open() applied
+
+    @abc.abstractmethod
+    def _tx(self) -> AbstractAsyncContextManager[Conn]:
+        """A transaction that commits on success, rolls back on any exception."""
+
+    @abc.abstractmethod
+    def _read(self) -> AbstractAsyncContextManager[Conn]:
+        """A connection for single-statement reads of committed data."""
+
+    async def _one(self, sql: str, *args: Any) -> Any:
+        async with self._read() as conn:
+            return await conn.fetchrow(sql, *args)
+
+    async def _all(self, sql: str, *args: Any) -> list[Any]:
+        async with self._read() as conn:
+            return await conn.fetch(sql, *args)
+
+    async def _locked_key(self, tx: Conn, key_id: str) -> Key | None:
+        row = await tx.fetchrow(_select("keys", KEY_COLS, " WHERE id = $1") + self.lock, key_id)
+        return None if row is None else to_key(row)
+
+    async def _locked_workspace(self, tx: Conn, workspace_id: str) -> Workspace | None:
+        row = await tx.fetchrow(_select("workspaces", WS_COLS, " WHERE id = $1") + self.lock, workspace_id)
+        return None if row is None else to_workspace(row)
+
+    # workspaces
+    async def create_workspace(self, name: str, credit: Decimal = Decimal(0)) -> Workspace:
+        ws = Workspace(new_id("ws_"), name, as_money(credit), Decimal(0), Decimal(0), utcnow())
+        async with self._tx() as tx:
+            await tx.execute(_insert("workspaces", WS_COLS), *(getattr(ws, col) for col in WS_COLS))
+        return ws
+
+    async def get_workspace(self, workspace_id: str) -> Workspace | None:
+        row = await self._one(_select("workspaces", WS_COLS, " WHERE id = $1"), workspace_id)
+        return None if row is None else to_workspace(row)
+
+    async def list_workspaces(self) -> list[Workspace]:
+        return [to_workspace(r) for r in await self._all(_select("workspaces", WS_COLS, " ORDER BY created_at, id"))]
+
+    async def rename_workspace(self, workspace_id: str, name: str) -> Workspace | None:
+        async with self._tx() as tx:
+            if not await tx.execute("UPDATE workspaces SET name = $2 WHERE id = $1", workspace_id, name):
+                return None
+        return await self.get_workspace(workspace_id)
+
+    async def add_credit(self, workspace_id: str, amount: Decimal) -> Workspace | None:
+        """Add to the balance (a negative amount corrects it downwards)."""
+        amount = as_money(amount)
+        async with self._tx() as tx:
+            ws = await self._locked_workspace(tx, workspace_id)
+            if ws is None:
+                return None
+            ws.credit += amount
+            await tx.execute("UPDATE workspaces SET credit = $2 WHERE id = $1", ws.id, ws.credit)
+        return ws
+
+    # keys
+    async def create_key(
+        self,
+        workspace_id: str,
+        name: str,
+        scopes: tuple[str, ...],
+        *,
+        models: tuple[str, ...] | None = None,
+        policy: str | None = None,
+        expires_at: datetime | None = None,
+        limits: Limits | None = None,
+    ) -> tuple[Key, str]:
+        secret, now, limits = new_secret(), utcnow(), validate_limits(limits or Limits())
+        key = Key(
+            id=new_id("key_"), workspace_id=workspace_id, name=name, hint=secret[:10] + "…",
+            scopes=validate_scopes(scopes), models=None if models is None else tuple(models), policy=policy,
+            expires_at=None if expires_at is None else utc(expires_at), created_at=now, last_used_at=None,
+            revoked_at=None, limits=limits, period_start=period_floor(limits.budget_period, now),
+        )  # fmt: skip
+        row = key_row(key) | {"secret_hash": hash_secret(secret)}
+        async with self._tx() as tx:
+            if await self._locked_workspace(tx, workspace_id) is None:
+                raise LookupError(f"no workspace {workspace_id}")
+            await tx.execute(_insert("keys", tuple(row)), *row.values())
+        return key, secret
+
+    async def key_by_secret(self, secret: str) -> Key | None:
+        row = await self._one(_select("keys", KEY_COLS, " WHERE secret_hash = $1"), hash_secret(secret))
+        return None if row is None else to_key(row)
+
+    async def get_key(self, key_id: str) -> Key | None:
+        row = await self._one(_select("keys", KEY_COLS, " WHERE id = $1"), key_id)
+        return None if row is None else to_key(row)
+
+    async def list_keys(self, workspace_id: str | None = None) -> list[Key]:
+        where, args = ("", ()) if workspace_id is None else (" WHERE workspace_id = $1", (workspace_id,))
+        rows = await self._all(_select("keys", KEY_COLS, where + " ORDER BY created_at, id"), *args)
+        return [to_key(r) for r in rows]
+
+    async def update_key(self, key_id: str, **changes: Any) -> Key | None:
+        """Change name, scopes, models, policy, expires_at or limits (a Limits); other keywords: ValueError.
+
+        When the budget period changes, the spend counted against it is recomputed from settled reservations.
+        """
+        if unknown := set(changes) - UPDATABLE:
+            raise ValueError(f"cannot update {', '.join(sorted(unknown))}; allowed: {', '.join(sorted(UPDATABLE))}")
+        async with self._tx() as tx:
+            key = await self._locked_key(tx, key_id)
+            if key is None:
+                return None
+            old_period, now = key.limits.budget_period, utcnow()
+            key = apply_key_changes(key, changes, now)
+            if key.limits.budget_period != old_period:
+                key.period_start = period_floor(key.limits.budget_period, now)
+                key.spend_period = key.spend_total
+                if key.period_start is not None:
+                    costs = await tx.fetch(_SETTLED_SINCE, key.id, key.period_start)
+                    key.spend_period = sum((Decimal(r["cost"]) for r in costs), Decimal(0))
+            row = key_row(key)
+            await tx.execute(_UPDATE_KEY, key.id, *(row[c] for c in _KEY_MUTABLE))
+        return key
+
+    async def revoke_key(self, key_id: str) -> Key | None:
+        """Revoke now; revoking again keeps the first time."""
+        async with self._tx() as tx:
+            await tx.execute("UPDATE keys SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL", key_id, utcnow())
+        return await self.get_key(key_id)
+
+    async def touch_keys(self, last_used: dict[str, datetime]) -> None:
+        """Record last-used times; a time never moves backwards. Keys are locked in id order (no deadlocks)."""
+        if not last_used:
+            return
+        rows = [(key_id, utc(at)) for key_id, at in sorted(last_used.items())]
+        sql = "UPDATE keys SET last_used_at = $2 WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < $2)"
+        async with self._tx() as tx:
+            await tx.executemany(sql, rows)
+
+    # metering
+    async def reserve(self, key_id: str, amount: Decimal, now: datetime) -> str:
+        """Hold `amount`; raises Refused, LookupError for an unknown key, ValueError for a negative amount."""
+        amount, now = as_money(amount), utc(now)
+        if amount < 0:
+            raise ValueError(f"cannot reserve a negative amount ({amount})")
+        reservation_id = new_id("rsv_", 12)
+        async with self._tx() as tx:
+            key = await self._locked_key(tx, key_id)
+            if key is None:
+                raise LookupError(f"no key {key_id}")
+            ws = await self._locked_workspace(tx, key.workspace_id)
+            assert ws is not None  # a foreign key
+            start = period_floor(key.limits.budget_period, now)
+            if start is not None and (key.period_start is None or start > key.period_start):
+                key.spend_period, key.period_start = Decimal(0), start
+            check_budget(key, amount)
+            check_credit(ws, amount)
+            await tx.execute(
+                "UPDATE keys SET reserved = $2, spend_period = $3, period_start = $4 WHERE id = $1",
+                key.id, key.reserved + amount, key.spend_period, key.period_start,
+            )  # fmt: skip
+            await tx.execute("UPDATE workspaces SET reserved = $2 WHERE id = $1", ws.id, ws.reserved + amount)
+            await tx.execute(
+                _insert("reservations", ("id", "key_id", "workspace_id", "amount", "state", "created_at")),
+                reservation_id, key.id, ws.id, amount, "held", now,
+            )  # fmt: skip
+        return reservation_id
+
+    async def settle(self, reservation_id: str, cost: Decimal) -> None:
+        cost = as_money(cost)
+        if cost < 0:
+            raise ValueError(f"a cost cannot be negative ({cost})")
+        await self._finish(reservation_id, cost)
+
+    async def release(self, reservation_id: str) -> None:
+        await self._finish(reservation_id, None)
+
+    async def release_stale(self, older_than: datetime) -> int:
+        """Release holds made before `older_than` and never settled (their process died); return how many."""
+        rows = await self._all("SELECT id FROM reservations WHERE state = 'held' AND created_at < $1", utc(older_than))
+        return sum([await self._finish(row["id"], None) for row in rows])
+
+    async def _finish(self, reservation_id: str, cost: Decimal | None) -> bool:
+        """Settle (cost) or release (None) a held reservation; False when it was already finished."""
+        async with self._tx() as tx:
+            sql = "SELECT key_id, workspace_id, amount, state FROM reservations WHERE id = $1" + self.lock
+            rsv = await tx.fetchrow(sql, reservation_id)
+            if rsv is None:
+                raise LookupError(f"no reservation {reservation_id}")
+            if rsv["state"] != "held":
+                return False
+            key = await self._locked_key(tx, rsv["key_id"])
+            ws = await self._locked_workspace(tx, rsv["workspace_id"])
+            assert key is not None and ws is not None  # foreign keys
+            held, spent = Decimal(rsv["amount"]), cost or Decimal(0)
+            await tx.execute(
+                _update("keys", ("reserved", "spend_total", "spend_period")),
+                key.id, key.reserved - held, key.spend_total + spent, key.spend_period + spent,
+            )  # fmt: skip
+            await tx.execute(
+                _update("workspaces", ("reserved", "credit", "spend_total")),
+                ws.id, ws.reserved - held, ws.credit - spent, ws.spend_total + spent,
+            )  # fmt: skip
+            await tx.execute(
+                _update("reservations", ("state", "cost", "finished_at")),
+                reservation_id, "released" if cost is None else "settled", cost, utcnow(),
+            )  # fmt: skip
+        return True
+
+    # decision records
+    async def save_decisions(self, records: list[dict[str, Any]]) -> None:
+        """Insert records; saving a record whose id exists replaces it."""
+        if not records:
+            return
+        cols = ("id", "created_at", "workspace_id", "key_id", "record")
+        replace_all = ", ".join(f"{col} = excluded.{col}" for col in cols[1:])
+        sql = f"{_insert('decisions', cols)} ON CONFLICT (id) DO UPDATE SET {replace_all}"
+        async with self._tx() as tx:
+            await tx.executemany(sql, [to_decision(r) for r in records])
+
+    async def get_decision(self, decision_id: str) -> dict[str, Any] | None:
+        row = await self._one("SELECT record FROM decisions WHERE id = $1", decision_id)
+        return None if row is None else json.loads(row["record"])
+
+    async def prune_decisions(self, older_than: datetime) -> int:
+        async with self._tx() as tx:
+            return await tx.execute("DELETE FROM decisions WHERE created_at < $1", utc(older_than))

@@ -1,0 +1,110 @@
+"""The embedded store: one SQLite file in WAL mode, safe to share between several worker processes.
+
+Every read-modify-write is a BEGIN IMMEDIATE transaction: it takes the file's write lock before reading, so
+two processes can never both read a balance and both spend it; a waiting writer retries for `busy_timeout`.
+Within a process one writer connection is shared under an asyncio lock; reads use a second connection and
+see the last committed state (WAL readers do not wait for writers).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import sqlite3
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from datetime import datetime
+from decimal import Decimal
+from functools import lru_cache
+from typing import Any
+
+import aiosqlite
+
+from .migrations import immediate, migrate_sqlite
+from .sqlbase import SQLStore
+from .values import iso
+
+BUSY_TIMEOUT_MS = 5000
+_PLACEHOLDER = re.compile(r"\$(\d+)")
+
+
+@lru_cache(maxsize=256)
+def _sql(sql: str) -> str:
+    return _PLACEHOLDER.sub(r"?\1", sql)
+
+
+def _bind(args: Sequence[Any]) -> tuple[Any, ...]:
+    """Decimal -> its exact text, datetime -> ISO-8601 UTC text."""
+    return tuple(str(a) if isinstance(a, Decimal) else iso(a) if isinstance(a, datetime) else a for a in args)
+
+
+class _Conn:
+    __slots__ = ("_db",)
+
+    def __init__(self, db: aiosqlite.Connection) -> None:
+        self._db = db
+
+    async def fetchrow(self, sql: str, *args: Any) -> Any:
+        async with self._db.execute(_sql(sql), _bind(args)) as cursor:
+            return await cursor.fetchone()
+
+    async def fetch(self, sql: str, *args: Any) -> list[Any]:
+        async with self._db.execute(_sql(sql), _bind(args)) as cursor:
+            return list(await cursor.fetchall())
+
+    async def execute(self, sql: str, *args: Any) -> int:
+        async with self._db.execute(_sql(sql), _bind(args)) as cursor:
+            return cursor.rowcount
+
+    async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        await self._db.executemany(_sql(sql), [_bind(row) for row in rows])
+
+
+class SQLiteStore(SQLStore):
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._writer: aiosqlite.Connection | None = None
+        self._reader: aiosqlite.Connection | None = None
+        self._lock = asyncio.Lock()
+
+    async def _connect(self) -> aiosqlite.Connection:
+        db = await aiosqlite.connect(self.path, isolation_level=None)  # autocommit: BEGIN is explicit
+        db.row_factory = sqlite3.Row
+        for pragma in (f"busy_timeout = {BUSY_TIMEOUT_MS}", "journal_mode = WAL", "foreign_keys = ON"):
+            await db.execute(f"PRAGMA {pragma}")
+        return db
+
+    async def open(self, *, target: int | None = None) -> None:
+        """Connect and migrate (up to schema version `target`, for tests; None = all)."""
+        self._writer = await self._connect()
+        self.migrated = tuple(await migrate_sqlite(self._writer, target))
+        # An in-memory database exists once per connection: there it is read through the writer.
+        self._reader = self._writer if self.path in ("", ":memory:") else await self._connect()
+
+    async def close(self) -> None:
+        for db in {id(c): c for c in (self._reader, self._writer) if c is not None}.values():
+            await db.close()
+        self._reader = self._writer = None
+
+    async def ping(self) -> None:
+        async with self._read() as conn:
+            await conn.fetchrow("SELECT 1")
+
+    def _connection(self, db: aiosqlite.Connection | None) -> aiosqlite.Connection:
+        if db is None:
+            raise RuntimeError("the store is not open")
+        return db
+
+    @asynccontextmanager
+    async def _tx(self) -> AsyncIterator[_Conn]:
+        async with self._lock, immediate(self._connection(self._writer)) as db:
+            yield _Conn(db)
+
+    @asynccontextmanager
+    async def _read(self) -> AsyncIterator[_Conn]:
+        reader = self._connection(self._reader)
+        if reader is not self._writer:
+            yield _Conn(reader)
+            return
+        async with self._lock:
+            yield _Conn(reader)

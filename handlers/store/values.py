@@ -1,0 +1,152 @@
+"""Values both SQL backends share: ids, UTC times, money, budget periods, validation and row -> dataclass.
+
+Rows come back as Decimal/datetime (asyncpg) or as text (SQLite); the readers here take either.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from dataclasses import replace
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any, get_args
+
+from .base import SCOPES, BudgetPeriod, Key, Limits, Workspace
+
+PERIODS: tuple[str, ...] = get_args(BudgetPeriod)
+_CENT = Decimal("0.01")
+
+
+def new_id(prefix: str, nbytes: int = 8) -> str:
+    return prefix + secrets.token_hex(nbytes)
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def utc(value: datetime) -> datetime:
+    """Aware UTC; a naive datetime is taken to be UTC already."""
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def iso(value: datetime) -> str:
+    """The one text form of a time (fixed width, so text order is time order)."""
+    return utc(value).isoformat(timespec="microseconds")
+
+
+def as_money(value: Decimal | int) -> Decimal:
+    """A finite Decimal; floats are refused because they are not exact."""
+    if isinstance(value, bool) or not isinstance(value, (Decimal, int)):
+        raise TypeError(f"money must be a Decimal or an int, not {type(value).__name__}")
+    amount = Decimal(value)
+    if not amount.is_finite():
+        raise ValueError(f"money must be finite, not {amount}")
+    return amount
+
+
+def fmt_money(amount: Decimal) -> str:
+    """At least two decimals, more when the amount has them: 1.20, 0.30, 0.000125."""
+    cents = amount.quantize(_CENT)
+    return f"{cents:f}" if cents == amount else f"{amount.normalize():f}"
+
+
+def period_floor(period: str, now: datetime) -> datetime | None:
+    """Start of the budget period containing `now` (UTC day or calendar month); None for 'total'."""
+    now = utc(now)
+    if period == "daily":
+        return now.replace(hour=0, minute=0, second=0, microsecond=0)
+    if period == "monthly":
+        return now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    return None
+
+
+def validate_scopes(scopes: Any) -> tuple[str, ...]:
+    if isinstance(scopes, str):
+        raise TypeError("scopes must be a sequence of scope names, not a string")
+    if unknown := [s for s in scopes if s not in SCOPES]:
+        raise ValueError(f"unknown scopes {unknown}; known: {', '.join(SCOPES)}")
+    return tuple(scopes)
+
+
+def validate_models(models: Any) -> tuple[str, ...] | None:
+    if isinstance(models, str):
+        raise TypeError("models must be a sequence of model ids or None, not a string")
+    return None if models is None else tuple(models)
+
+
+def validate_limits(limits: Limits) -> Limits:
+    if not isinstance(limits, Limits):
+        raise TypeError(f"limits must be a Limits, not {type(limits).__name__}")
+    if limits.budget_period not in PERIODS:
+        raise ValueError(f"budget_period must be one of {', '.join(PERIODS)}, not {limits.budget_period!r}")
+    budget = None if limits.budget is None else as_money(limits.budget)
+    if budget is not None and budget < 0:
+        raise ValueError(f"a budget cannot be negative ({budget})")
+    for name in ("rpm", "tpm"):
+        value = getattr(limits, name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise ValueError(f"{name} must be a non-negative int or None, not {value!r}")
+    return replace(limits, budget=budget)
+
+
+def apply_key_changes(key: Key, changes: dict[str, Any], now: datetime) -> Key:
+    """A copy of `key` with validated changes (names already checked by the caller)."""
+    checks = {
+        "name": str,
+        "scopes": validate_scopes,
+        "models": validate_models,
+        "policy": lambda p: p,
+        "expires_at": lambda at: None if at is None else utc(at),
+        "limits": validate_limits,
+    }
+    return replace(key, **{field: checks[field](value) for field, value in changes.items()})
+
+
+def _dec(value: Any) -> Decimal:
+    return value if isinstance(value, Decimal) else Decimal(value)
+
+
+def _time(value: Any) -> datetime | None:
+    if value is None:
+        return None
+    return utc(value if isinstance(value, datetime) else datetime.fromisoformat(value))
+
+
+def _strings(value: Any) -> tuple[str, ...] | None:
+    return None if value is None else tuple(json.loads(value) if isinstance(value, str) else value)
+
+
+def to_workspace(row: Any) -> Workspace:
+    return Workspace(
+        id=row["id"],
+        name=row["name"],
+        credit=_dec(row["credit"]),
+        reserved=_dec(row["reserved"]),
+        spend_total=_dec(row["spend_total"]),
+        created_at=_time(row["created_at"]),  # type: ignore[arg-type]  # NOT NULL
+    )
+
+
+def to_key(row: Any) -> Key:
+    budget = row["budget"]
+    return Key(
+        id=row["id"], workspace_id=row["workspace_id"], name=row["name"], hint=row["hint"],
+        scopes=_strings(row["scopes"]) or (), models=_strings(row["models"]), policy=row["policy"],
+        expires_at=_time(row["expires_at"]), created_at=_time(row["created_at"]),  # type: ignore[arg-type]
+        last_used_at=_time(row["last_used_at"]), revoked_at=_time(row["revoked_at"]),
+        limits=Limits(None if budget is None else _dec(budget), row["budget_period"], row["rpm"], row["tpm"]),
+        spend_total=_dec(row["spend_total"]), spend_period=_dec(row["spend_period"]),
+        period_start=_time(row["period_start"]), reserved=_dec(row["reserved"]),
+    )  # fmt: skip
+
+
+def to_decision(record: dict[str, Any]) -> tuple[Any, ...]:
+    """(id, created_at, workspace_id, key_id, JSON) for the decisions table."""
+    for required in ("id", "created_at"):
+        if required not in record:
+            raise ValueError(f"a decision record needs {required!r}")
+    created_at = _time(record["created_at"])
+    text = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+    return record["id"], created_at, record.get("workspace_id"), record.get("key_id"), text

@@ -1,0 +1,97 @@
+"""Schemathesis over every operation: in-process from pytest, and its CLI against a live `specway serve`.
+
+Both are bounded (examples per operation, request timeouts) so CI stays fast; any failure is a real bug.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import hypothesis
+import pytest
+import schemathesis
+
+from tests.conftest import Live, free_port, serve
+
+MAX_EXAMPLES = int(os.environ.get("SPECWAY_FUZZ_EXAMPLES", "40"))
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
+    with serve(None, tmp_path_factory.mktemp("fuzz")) as g:
+        yield g
+
+
+def test_every_operation_conforms(gateway: Live) -> None:
+    """Every operation, positive and negative data, every check Schemathesis has."""
+    schema = schemathesis.openapi.from_url(f"{gateway.url}/openapi.json")
+    headers = {"Authorization": f"Bearer {gateway.key}"}
+    tested = []
+    for result in schema.get_all_operations():
+        operation = result.ok()
+
+        @hypothesis.given(case=operation.as_strategy())
+        @hypothesis.settings(max_examples=MAX_EXAMPLES, deadline=None, database=None,
+                             suppress_health_check=list(hypothesis.HealthCheck), phases=[hypothesis.Phase.generate])
+        def check(case: schemathesis.Case) -> None:
+            case.call_and_validate(headers=headers, timeout=10)
+
+        check()
+        tested.append(operation.label)
+    assert len(tested) == 7, tested
+
+
+def _start(config: Path, port: int, log: Path) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "handlers.cli", "--config", str(config), "serve", "--port", str(port)],
+        stdout=subprocess.PIPE, stderr=log.open("w"), text=True,
+    )
+    assert proc.stdout is not None
+    key = proc.stdout.readline().strip()  # a fresh store prints its first key, alone on its line
+    threading.Thread(target=proc.stdout.read, daemon=True).start()  # never let a full pipe stall the server
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            httpx.get(f"http://127.0.0.1:{port}/openapi.json", timeout=1).raise_for_status()
+            return proc, key
+        except httpx.HTTPError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                proc.kill()
+                raise RuntimeError(f"specway serve did not start:\n{log.read_text()}") from None
+            time.sleep(0.1)
+
+
+def test_schemathesis_cli_against_live_serve(tmp_path: Path) -> None:
+    config = tmp_path / "specway.yaml"
+    config.write_text(f"store:\n  url: sqlite:///{tmp_path / 'specway.db'}\n")
+    port = free_port()
+    proc, key = _start(config, port, tmp_path / "serve.log")
+    base = f"http://127.0.0.1:{port}"
+    try:
+        assert key.startswith("sk-sw-")
+        r = httpx.post(f"{base}/v1/chat/completions", headers={"Authorization": f"Bearer {key}"},
+                       json={"messages": [{"role": "user", "content": "hi"}]})
+        decision = r.headers["x-specway-decision-id"]
+        # A real decision id lets the explain operation answer 200s too, not only 404s.
+        (tmp_path / "schemathesis.toml").write_text(f'[parameters]\n"path.decisionId" = "{decision}"\n')
+        run = subprocess.run(
+            [str(Path(sys.executable).with_name("schemathesis")), "--config-file", str(tmp_path / "schemathesis.toml"),
+             "run", f"{base}/openapi.json", "-H", f"Authorization: Bearer {key}", "--checks", "all",
+             "--max-examples", str(MAX_EXAMPLES), "--request-timeout", "10", "--generation-database", "none",
+             "--no-color"],
+            capture_output=True, text=True, timeout=600,
+        )
+        log = (tmp_path / "serve.log").read_text()
+        assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:] + "\nserver log:\n" + log[-4000:]
+        assert "Tested: 7" in run.stdout or "Tested:" in run.stdout
+        assert "Traceback" not in (tmp_path / "serve.log").read_text()
+    finally:
+        proc.terminate()
+        proc.wait(15)
