@@ -7,12 +7,25 @@ from typing import Literal
 
 
 class Server(BaseModel):
+    """
+    How the gateway listens; `specway serve --host/--port/--workers` override these.
+    """
+
     model_config = ConfigDict(
         extra="forbid",
     )
     host: StrictStr = "127.0.0.1"
+    """
+    The address to listen on.
+    """
     port: StrictInt = Field(8080, ge=0, le=65535)
+    """
+    The port to listen on.
+    """
     workers: StrictInt = Field(1, ge=1)
+    """
+    Worker processes (uvicorn's process model).
+    """
     body_limit_bytes: StrictInt = Field(10485760, ge=1024)
     """
     Bodies over this many bytes are refused with 413 while being read.
@@ -22,9 +35,16 @@ class Server(BaseModel):
     How long a relay key lookup is cached; a revoked key stops working within this time.
     """
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    """
+    The least severe log level written (to stderr).
+    """
 
 
 class StoreSettings(BaseModel):
+    """
+    The database. SQLite (one file, WAL mode) by default; PostgreSQL for several machines.
+    """
+
     model_config = ConfigDict(
         extra="forbid",
     )
@@ -35,6 +55,10 @@ class StoreSettings(BaseModel):
 
 
 class TimeoutSettings(BaseModel):
+    """
+    Seconds to connect, between bytes read, and for a whole call (a stream's whole life).
+    """
+
     model_config = ConfigDict(
         extra="forbid",
     )
@@ -76,6 +100,10 @@ class ThinkingBudget(BaseModel):
 
 
 class PolicySettings(BaseModel):
+    """
+    How a key's requests are routed when they name no model, and where they fall back.
+    """
+
     model_config = ConfigDict(
         extra="forbid",
     )
@@ -102,10 +130,17 @@ class PolicySettings(BaseModel):
 
 
 class UpstreamSettings(BaseModel):
+    """
+    One upstream model provider. One pooled HTTP client is made per upstream at startup.
+    """
+
     model_config = ConfigDict(
         extra="forbid",
     )
     kind: Literal["openai", "anthropic", "echo"]
+    """
+    openai (any OpenAI-compatible Chat Completions server), anthropic, or echo (built in).
+    """
     base_url: StrictStr | None = None
     """
     For openai, the URL that ends in /v1; for anthropic, the URL without /v1.
@@ -127,6 +162,10 @@ class UpstreamSettings(BaseModel):
 
 
 class ModelSettings(BaseModel):
+    """
+    One model of the catalog, as callers name it and as its upstream does.
+    """
+
     model_config = ConfigDict(
         extra="forbid",
     )
@@ -158,7 +197,13 @@ class Config(BaseModel):
         extra="forbid",
     )
     server: Server | None = None
+    """
+    How the gateway listens.
+    """
     store: StoreSettings | None = None
+    """
+    Where keys, spend and decision records live.
+    """
     upstreams: dict[str, UpstreamSettings] | None = None
     """
     Upstreams by name.

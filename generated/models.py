@@ -2,11 +2,79 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, RootModel, StrictBool, StrictFloat, StrictInt, StrictStr
+from pydantic import AwareDatetime, ConfigDict, Field, RootModel, StrictBool, StrictFloat, StrictInt, StrictStr
 from typing import Any, Literal
+from generated.base import StrictModel
 
 
-class ModelPricing(BaseModel):
+class Money(RootModel[StrictStr]):
+    root: StrictStr = Field(..., pattern="^[0-9]{1,12}(\\.[0-9]{1,12})?$")
+    """
+    An exact decimal amount, e.g. "12.50".
+    """
+
+
+class Workspace(StrictModel):
+    id: StrictStr
+    object: Literal["workspace"]
+    name: StrictStr
+    credit: StrictStr
+    """
+    The balance left to spend.
+    """
+    reserved: StrictStr
+    """
+    Held by requests in flight.
+    """
+    spend_total: StrictStr
+    created_at: StrictStr
+
+
+class WorkspaceList(StrictModel):
+    object: Literal["list"]
+    data: list[Workspace]
+
+
+class WorkspaceCreate(StrictModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    name: StrictStr = Field(..., max_length=200, min_length=1)
+    credit: Money = None
+
+
+class WorkspaceUpdate(StrictModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    name: StrictStr = Field(..., max_length=200, min_length=1)
+
+
+class CreditAdd(StrictModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    amount: Money
+
+
+class Scope(RootModel[Literal["inference", "models:read", "key:read", "explain:read", "admin"]]):
+    root: Literal["inference", "models:read", "key:read", "explain:read", "admin"]
+
+
+class KeyLimitsInput(StrictModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    budget: Money | None = None
+    """
+    Spend allowed per budget_period; null for none.
+    """
+    budget_period: Literal["total", "daily", "monthly"] = None
+    rpm: StrictInt | None = Field(None, ge=1)
+    tpm: StrictInt | None = Field(None, ge=1)
+
+
+class ModelPricing(StrictModel):
     """
     Prices per million tokens, as exact decimal strings.
     """
@@ -15,7 +83,7 @@ class ModelPricing(BaseModel):
     output_per_million: StrictStr = None
 
 
-class WorkspaceSummary(BaseModel):
+class WorkspaceSummary(StrictModel):
     id: StrictStr
     name: StrictStr
     credit: StrictStr
@@ -28,28 +96,28 @@ class WorkspaceSummary(BaseModel):
     """
 
 
-class KeyLimits(BaseModel):
+class KeyLimits(StrictModel):
     budget: StrictStr | None = None
     budget_period: Literal["total", "daily", "monthly"] = None
     rpm: StrictInt | None = None
     tpm: StrictInt | None = None
 
 
-class KeySpend(BaseModel):
+class KeySpend(StrictModel):
     total: StrictStr = None
     period: StrictStr = None
     period_start: StrictStr | None = None
     reserved: StrictStr = None
 
 
-class DecisionCandidate(BaseModel):
+class DecisionCandidate(StrictModel):
     model: StrictStr = None
     upstream: StrictStr = None
     verdict: Literal["chosen", "fallback", "skipped"] = None
     reason: StrictStr = None
 
 
-class DecisionAttempt(BaseModel):
+class DecisionAttempt(StrictModel):
     model: StrictStr = None
     upstream: StrictStr = None
     status: StrictInt | None = None
@@ -57,7 +125,7 @@ class DecisionAttempt(BaseModel):
     latency_ms: StrictFloat = None
 
 
-class StreamOptions(BaseModel):
+class StreamOptions(StrictModel):
     """
     With include_usage true, a last chunk with empty choices carries the usage.
     """
@@ -68,7 +136,7 @@ class StreamOptions(BaseModel):
     include_usage: StrictBool = None
 
 
-class ChatMessage(BaseModel):
+class ChatMessage(StrictModel):
     model_config = ConfigDict(
         extra="allow",
     )
@@ -82,24 +150,24 @@ class ChatMessage(BaseModel):
     """
 
 
-class ChatAnswerMessage(BaseModel):
+class ChatAnswerMessage(StrictModel):
     role: Literal["assistant"] = None
     content: StrictStr | None = None
     tool_calls: list[dict[str, Any]] = None
 
 
-class PromptTokensDetails(BaseModel):
+class PromptTokensDetails(StrictModel):
     cached_tokens: StrictFloat = None
 
 
-class ChatUsage(BaseModel):
+class ChatUsage(StrictModel):
     prompt_tokens: StrictFloat = None
     completion_tokens: StrictFloat = None
     total_tokens: StrictFloat = None
     prompt_tokens_details: PromptTokensDetails = None
 
 
-class ErrorDetail(BaseModel):
+class ErrorDetail(StrictModel):
     type: StrictStr
     """
     invalid_request_error, authentication_error, billing_error, permission_error, not_found_error, request_too_large, rate_limit_error, api_error, overloaded_error or timeout_error.
@@ -118,7 +186,7 @@ class ErrorDetail(BaseModel):
     """
 
 
-class SseEvent(BaseModel):
+class SseEvent(StrictModel):
     """
     One server-sent event; `data` is a JSON document in the endpoint's own stream format (or `[DONE]` on the chat endpoint).
     """
@@ -128,7 +196,7 @@ class SseEvent(BaseModel):
     id: StrictStr = None
 
 
-class AnthropicMessage(BaseModel):
+class AnthropicMessage(StrictModel):
     model_config = ConfigDict(
         extra="allow",
     )
@@ -139,7 +207,7 @@ class AnthropicMessage(BaseModel):
     """
 
 
-class MessageContentBlock(BaseModel):
+class MessageContentBlock(StrictModel):
     model_config = ConfigDict(
         extra="allow",
     )
@@ -150,13 +218,13 @@ class MessageContentBlock(BaseModel):
     input: dict[str, Any] = None
 
 
-class MessageUsage(BaseModel):
+class MessageUsage(StrictModel):
     input_tokens: StrictFloat = None
     output_tokens: StrictFloat = None
     cache_read_input_tokens: StrictFloat = None
 
 
-class Reasoning(BaseModel):
+class Reasoning(StrictModel):
     """
     Only reasoning.effort is read.
     """
@@ -167,7 +235,7 @@ class Reasoning(BaseModel):
     effort: StrictStr = None
 
 
-class ResponsesInputItem(BaseModel):
+class ResponsesInputItem(StrictModel):
     model_config = ConfigDict(
         extra="allow",
     )
@@ -181,19 +249,97 @@ class ResponsesInputItem(BaseModel):
     """
 
 
-class ResponseOutputText(BaseModel):
+class ResponseOutputText(StrictModel):
     type: Literal["output_text"] = None
     text: StrictStr = None
     annotations: list[Any] = None
 
 
-class ResponseUsage(BaseModel):
+class ResponseUsage(StrictModel):
     input_tokens: StrictFloat = None
     output_tokens: StrictFloat = None
     total_tokens: StrictFloat = None
 
 
-class Model(BaseModel):
+class Key(StrictModel):
+    """
+    A relay key as an admin sees it; never its secret.
+    """
+
+    id: StrictStr
+    object: Literal["key"]
+    name: StrictStr
+    hint: StrictStr
+    """
+    The secret's first characters, to recognise it.
+    """
+    workspace_id: StrictStr
+    scopes: list[StrictStr]
+    models: list[StrictStr] | None = None
+    policy: StrictStr | None = None
+    expires_at: StrictStr | None = None
+    created_at: StrictStr
+    last_used_at: StrictStr | None = None
+    revoked_at: StrictStr | None = None
+    limits: KeyLimits
+    spend: KeySpend
+
+
+class KeyList(StrictModel):
+    object: Literal["list"]
+    data: list[Key]
+
+
+class KeyCreated(Key):
+    """
+    The new key and, this once, its secret.
+    """
+
+    secret: StrictStr
+
+
+class KeyCreate(StrictModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    name: StrictStr = Field(..., max_length=200, min_length=1)
+    workspace_id: StrictStr = None
+    """
+    Default, the calling admin key's workspace.
+    """
+    scopes: list[Scope] = None
+    """
+    Default inference, models:read, key:read and explain:read.
+    """
+    models: list[StrictStr] | None = None
+    """
+    The model ids and aliases the key may use; null or absent for every model.
+    """
+    policy: StrictStr | None = None
+    """
+    A routing policy of the configuration; null for the default policy.
+    """
+    expires_at: AwareDatetime | None = None
+    limits: KeyLimitsInput = None
+
+
+class KeyUpdate(StrictModel):
+    """
+    Only the fields given change.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    name: StrictStr = Field(None, max_length=200, min_length=1)
+    scopes: list[Scope] = None
+    models: list[StrictStr] | None = None
+    policy: StrictStr | None = None
+    expires_at: AwareDatetime | None = None
+    limits: KeyLimitsInput = None
+
+
+class Model(StrictModel):
     """
     A model or an alias the key may use.
     """
@@ -214,10 +360,10 @@ class Model(BaseModel):
     """
     aliases: list[StrictStr] = None
     context_window: StrictInt | None = None
-    pricing: ModelPricing | None = None
+    pricing: ModelPricing = None
 
 
-class KeyInfo(BaseModel):
+class KeyInfo(StrictModel):
     """
     The calling key, as the store knows it. Money is an exact decimal string.
     """
@@ -243,7 +389,7 @@ class KeyInfo(BaseModel):
     spend: KeySpend
 
 
-class Decision(BaseModel):
+class Decision(StrictModel):
     """
     Why a request went where it went, read back by its decision id.
     """
@@ -276,7 +422,7 @@ class Decision(BaseModel):
     """
 
 
-class ChatCompletionRequest(BaseModel):
+class ChatCompletionRequest(StrictModel):
     """
     OpenAI Chat Completions. Every other field is accepted; top_p, stop, seed are forwarded where the upstream accepts them, and the rest reaches an OpenAI-compatible upstream unchanged.
     """
@@ -326,16 +472,16 @@ class ChatCompletionRequest(BaseModel):
     """
 
 
-class ChatChoice(BaseModel):
+class ChatChoice(StrictModel):
     index: StrictInt = None
-    message: ChatAnswerMessage | None = None
+    message: ChatAnswerMessage = None
     finish_reason: StrictStr = None
     """
     stop, length, tool_calls or content_filter.
     """
 
 
-class Error(BaseModel):
+class Error(StrictModel):
     """
     The one error shape; it parses in both the OpenAI and the Anthropic SDKs.
     """
@@ -344,7 +490,7 @@ class Error(BaseModel):
     error: ErrorDetail
 
 
-class MessagesRequest(BaseModel):
+class MessagesRequest(StrictModel):
     """
     Anthropic Messages. Every other field is accepted; top_p, stop_sequences and tools reach an Anthropic upstream unchanged.
     """
@@ -373,7 +519,7 @@ class MessagesRequest(BaseModel):
     """
 
 
-class Message(BaseModel):
+class Message(StrictModel):
     model_config = ConfigDict(
         extra="allow",
     )
@@ -400,7 +546,7 @@ class Input(RootModel[list[ResponsesInputItem]]):
     """
 
 
-class ResponsesRequest(BaseModel):
+class ResponsesRequest(StrictModel):
     """
     OpenAI Responses. Every other field is accepted and not read (previous_response_id is not read; tools are translated for the upstream).
     """
@@ -429,7 +575,7 @@ class ResponsesRequest(BaseModel):
     """
 
 
-class ResponseOutputItem(BaseModel):
+class ResponseOutputItem(StrictModel):
     model_config = ConfigDict(
         extra="allow",
     )
@@ -443,7 +589,7 @@ class ResponseOutputItem(BaseModel):
     arguments: StrictStr = None
 
 
-class ModelList(BaseModel):
+class ModelList(StrictModel):
     """
     One body that both SDKs page through (has_more is what stops the Anthropic SDK).
     """
@@ -455,7 +601,7 @@ class ModelList(BaseModel):
     last_id: StrictStr | None = None
 
 
-class ChatCompletion(BaseModel):
+class ChatCompletion(StrictModel):
     model_config = ConfigDict(
         extra="allow",
     )
@@ -473,7 +619,7 @@ class ChatCompletion(BaseModel):
     usage: ChatUsage
 
 
-class Response(BaseModel):
+class Response(StrictModel):
     model_config = ConfigDict(
         extra="allow",
     )

@@ -9,13 +9,25 @@ from connexion.context import request
 
 from generated import models
 from handlers import glue
-from handlers.endpoints import catalog, inference
+from handlers.endpoints import admin, catalog, inference
+
+
+async def add_credit(workspace_id):
+    principal = await glue.authenticate(request, "admin")
+    body = await glue.parse_body(request, models.CreditAdd)
+    return await admin.add_credit(principal, body, workspace_id)
 
 
 async def create_chat_completion():
     principal = await glue.authenticate(request, "inference")
     body = await glue.parse_body(request, models.ChatCompletionRequest)
     return await inference.create_chat_completion(principal, body)
+
+
+async def create_key():
+    principal = await glue.authenticate(request, "admin")
+    body = await glue.parse_body(request, models.KeyCreate)
+    return await admin.create_key(principal, body)
 
 
 async def create_message():
@@ -30,9 +42,20 @@ async def create_response():
     return await inference.create_response(principal, body)
 
 
+async def create_workspace():
+    principal = await glue.authenticate(request, "admin")
+    body = await glue.parse_body(request, models.WorkspaceCreate)
+    return await admin.create_workspace(principal, body)
+
+
 async def explain_decision(decision_id):
     principal = await glue.authenticate(request, "explain:read")
     return await catalog.explain_decision(principal, decision_id)
+
+
+async def get_admin_key(key_id):
+    principal = await glue.authenticate(request, "admin")
+    return await admin.get_admin_key(principal, key_id)
 
 
 async def get_key():
@@ -45,6 +68,38 @@ async def get_model(model_id):
     return await catalog.get_model(principal, model_id)
 
 
+async def get_workspace(workspace_id):
+    principal = await glue.authenticate(request, "admin")
+    return await admin.get_workspace(principal, workspace_id)
+
+
+async def list_keys(workspace_id=None):
+    principal = await glue.authenticate(request, "admin")
+    return await admin.list_keys(principal, workspace_id)
+
+
 async def list_models(after_id=None, before_id=None, limit=None):
     principal = await glue.authenticate(request, "models:read")
     return await catalog.list_models(principal, after_id, before_id, limit)
+
+
+async def list_workspaces():
+    principal = await glue.authenticate(request, "admin")
+    return await admin.list_workspaces(principal)
+
+
+async def revoke_key(key_id):
+    principal = await glue.authenticate(request, "admin")
+    return await admin.revoke_key(principal, key_id)
+
+
+async def update_key(key_id):
+    principal = await glue.authenticate(request, "admin")
+    body = await glue.parse_body(request, models.KeyUpdate)
+    return await admin.update_key(principal, body, key_id)
+
+
+async def update_workspace(workspace_id):
+    principal = await glue.authenticate(request, "admin")
+    body = await glue.parse_body(request, models.WorkspaceUpdate)
+    return await admin.update_workspace(principal, body, workspace_id)

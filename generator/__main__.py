@@ -1,4 +1,4 @@
-"""python -m generator [--check]: specs/ -> openapi.json, generated/models.py, generated/config.py, generated/routes.py."""
+"""python -m generator [--check]: specs/ -> openapi.json, generated/ (models, config, routes) and docs/configuration.md."""
 
 from __future__ import annotations
 
@@ -23,9 +23,11 @@ def render(root: Path = ROOT) -> dict[Path, str]:
     config_schema = spec.load_yaml(specs / "config.schema.yaml")
     return {
         root / "openapi.json": codegen.openapi_json(doc),
+        root / "generated" / "base.py": codegen.base(),
         root / "generated" / "models.py": codegen.pydantic_models(doc, InputFileType.OpenAPI, "openapi.json"),
         root / "generated" / "config.py": codegen.pydantic_models(config_schema, InputFileType.JsonSchema, "config.schema.yaml"),
         root / "generated" / "routes.py": codegen.routes(ops),
+        root / "docs" / "configuration.md": codegen.configuration_md(config_schema),
     }
 
 

@@ -42,14 +42,25 @@ def _null_only_where_declared(node: Any) -> Any:
     out = {k: _null_only_where_declared(v) for k, v in node.items()}
     props = out.get("properties")
     if isinstance(props, dict):
-        out["properties"] = {k: v if "nullable" in v or "$ref" in v else {**v, "nullable": False} for k, v in props.items()}
+        out["properties"] = {k: _not_null(v) for k, v in props.items()}
     return out
+
+
+def _not_null(prop: dict[str, Any]) -> dict[str, Any]:
+    if "nullable" in prop:
+        return prop
+    if "$ref" in prop:  # a $ref takes no siblings in OpenAPI 3.0; allOf carries the flag
+        return {"allOf": [prop], "nullable": False}
+    return {**prop, "nullable": False}
 
 
 def pydantic_models(schema: dict[str, Any], file_type: InputFileType, name: str) -> str:
     """datamodel-code-generator, pinned to be deterministic; strict types so "5" is not a number."""
+    options: dict[str, Any] = {}
     if file_type is InputFileType.OpenAPI:
         schema = _null_only_where_declared(schema)
+        # Strict everywhere: JSON types are not coerced (no "5" for 5, no 5 for a date-time string).
+        options["base_class"] = "generated.base.StrictModel"
     out = generate(
         json.dumps(schema),
         input_file_type=file_type,
@@ -67,9 +78,20 @@ def pydantic_models(schema: dict[str, Any], file_type: InputFileType, name: str)
         use_field_description=True,
         enum_field_as_literal=LiteralType.All,
         formatters=[Formatter.RUFF_FORMAT],
+        **options,
     )
     assert isinstance(out, str)
     return out
+
+
+def base() -> str:
+    return _TEMPLATES.get_template("base.py.j2").render(header=HEADER)
+
+
+def configuration_md(config_schema: dict[str, Any]) -> str:
+    from generator.docs import sections
+
+    return _TEMPLATES.get_template("configuration.md.j2").render(header=HEADER, sections=sections(config_schema))
 
 
 def routes(ops: list[Operation]) -> str:

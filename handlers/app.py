@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import re
 from pathlib import Path
 from typing import Any
 
@@ -72,11 +74,32 @@ async def _on_problem(_request: ConnexionRequest, exc: ProblemException) -> Conn
     return _reply(ApiError(status, _CODES.get(status, "invalid_request"), str(message), headers=dict(exc.headers or {})))
 
 
-async def _on_http(_request: ConnexionRequest, exc: HTTPException) -> ConnexionResponse:
+def _allow_table(spec: dict[str, Any]) -> list[tuple[re.Pattern[str], str]]:
+    """Each spec path as a regex, with the methods the spec declares for it (for 405's Allow header)."""
+    table = []
+    for path, item in spec["paths"].items():
+        ops = [op for op in item.values() if isinstance(op, dict)]
+        slashed = {p["name"] for op in ops for p in op.get("parameters", []) if p.get("schema", {}).get("format") == "path"}
+        pattern = re.escape(path)
+        for name in re.findall(r"\{([^}]+)\}", path):
+            pattern = pattern.replace(re.escape("{" + name + "}"), ".+" if name in slashed else "[^/]+")
+        methods = sorted(m.upper() for m in item if m in ("get", "put", "post", "delete", "patch"))
+        table.append((re.compile(f"^{pattern}$"), ", ".join(methods)))
+    return table
+
+
+_ALLOW = _allow_table(json.loads(SPEC.read_text(encoding="utf-8")))
+
+
+async def _on_http(request: ConnexionRequest, exc: HTTPException) -> ConnexionResponse:
     status = exc.status_code
     messages = {404: "No such path.", 405: "This path does not allow that method."}
     message = messages.get(status) or str(exc.detail)
-    return _reply(ApiError(status, _CODES.get(status, "invalid_request"), message, headers=dict(exc.headers or {})))
+    headers = dict(exc.headers or {})
+    if status == 405:
+        path = request.url.path
+        headers["Allow"] = next((allow for rx, allow in _ALLOW if rx.match(path)), headers.get("Allow", ""))
+    return _reply(ApiError(status, _CODES.get(status, "invalid_request"), message, headers=headers))
 
 
 async def _on_crash(_request: ConnexionRequest, exc: Exception) -> ConnexionResponse:

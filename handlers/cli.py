@@ -1,4 +1,4 @@
-"""The specway command: serve, keys, db, generate."""
+"""The specway command: serve, keys, workspaces, db, generate."""
 
 from __future__ import annotations
 
@@ -7,48 +7,19 @@ import asyncio
 import copy
 import os
 import sys
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from handlers import config as config_mod
-from handlers.store import open_store
+from handlers.cli_admin import add_parsers, default_workspace, with_store
 from handlers.store.base import SCOPES, Store
 
-ALL_SCOPES = ",".join(SCOPES)
 
-
-async def _with_store(cfg_path: str | None, fn: Callable[[Store], Awaitable[Any]]) -> Any:
-    cfg = config_mod.load(cfg_path)
-    store = open_store(cfg.store.url)  # type: ignore[union-attr]
-    await store.open()
-    try:
-        return await fn(store)
-    finally:
-        await store.close()
-
-
-async def _default_workspace(store: Store) -> str:
-    workspaces = await store.list_workspaces()
-    if workspaces:
-        return workspaces[0].id
-    return (await store.create_workspace("default")).id
-
-
-async def first_key(store: Store) -> str | None:
+async def first_key(store: Store, _cfg: object = None) -> str | None:
     """On a fresh store, a first key with every scope, so the quickstart needs nothing else."""
     if await store.list_keys():
         return None
-    ws = await _default_workspace(store)
-    _, secret = await store.create_key(ws, "first key", SCOPES)
+    _, secret = await store.create_key(await default_workspace(store), "first key", SCOPES)
     return secret
-
-
-def _scopes(text: str) -> tuple[str, ...]:
-    scopes = tuple(s.strip() for s in text.split(",") if s.strip())
-    unknown = [s for s in scopes if s not in SCOPES]
-    if unknown:
-        raise SystemExit(f"specway: unknown scope(s) {', '.join(unknown)}; known: {ALL_SCOPES}")
-    return scopes
 
 
 def _logs_to_stderr() -> dict[str, Any]:
@@ -68,7 +39,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     server = cfg.server
     host, port = args.host or server.host, args.port if args.port is not None else server.port  # type: ignore[union-attr]
     workers = args.workers or server.workers  # type: ignore[union-attr]
-    secret = asyncio.run(_with_store(args.config, first_key))
+    secret = asyncio.run(with_store(args.config, first_key))
     if secret:
         print("Created the first relay key (it is shown only this once):", file=sys.stderr)
         print(secret, flush=True)
@@ -86,40 +57,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_keys(args: argparse.Namespace) -> int:
-    async def create(store: Store) -> str:
-        ws = args.workspace or await _default_workspace(store)
-        models = tuple(m for m in args.models.split(",") if m) if args.models else None
-        _, secret = await store.create_key(ws, args.name, _scopes(args.scopes), models=models, policy=args.policy)
-        return secret
-
-    async def listing(store: Store) -> None:
-        for k in await store.list_keys(args.workspace):
-            state = "revoked" if k.revoked_at else "active"
-            print(f"{k.id}\t{k.name}\t{k.hint}\t{','.join(k.scopes)}\t{state}\t{k.workspace_id}")
-
-    async def revoke(store: Store) -> int:
-        key = await store.revoke_key(args.key_id)
-        if key is None:
-            print(f"specway: no key {args.key_id}", file=sys.stderr)
-            return 1
-        print(f"revoked {key.id}")
-        return 0
-
-    if args.action == "create":
-        print(asyncio.run(_with_store(args.config, create)))
-        return 0
-    if args.action == "list":
-        asyncio.run(_with_store(args.config, listing))
-        return 0
-    return int(asyncio.run(_with_store(args.config, revoke)))
-
-
 def cmd_db(args: argparse.Namespace) -> int:
-    async def noop(store: Store) -> None:
+    async def noop(store: Store, _cfg: object) -> None:
         return None
 
-    asyncio.run(_with_store(args.config, noop))  # opening the store applies pending migrations
+    asyncio.run(with_store(args.config, noop))  # opening the store applies pending migrations
     print("database schema is up to date")
     return 0
 
@@ -139,19 +81,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--port", type=int)
     s.add_argument("--workers", type=int)
     s.set_defaults(fn=cmd_serve)
-    k = sub.add_parser("keys", help="create, list and revoke relay keys")
-    ksub = k.add_subparsers(dest="action", required=True)
-    kc = ksub.add_parser("create", help="create a key; prints its secret, once, alone on stdout")
-    kc.add_argument("--name", required=True)
-    kc.add_argument("--scopes", default="inference,models:read,key:read,explain:read")
-    kc.add_argument("--workspace", help="workspace id (default: the first workspace)")
-    kc.add_argument("--models", help="comma-separated allowlist of model ids or aliases")
-    kc.add_argument("--policy", help="routing policy name")
-    kl = ksub.add_parser("list", help="list keys (never their secrets)")
-    kl.add_argument("--workspace")
-    kr = ksub.add_parser("revoke", help="revoke a key by id")
-    kr.add_argument("key_id")
-    k.set_defaults(fn=cmd_keys)
+    add_parsers(sub)
     d = sub.add_parser("db", help="database schema")
     d.add_argument("action", choices=["upgrade"])
     d.set_defaults(fn=cmd_db)

@@ -209,3 +209,15 @@ def test_a_crash_is_a_500_in_the_error_shape(live: Live, monkeypatch: pytest.Mon
         r = c.get("/v1/key")
     assert_error(r, 500, "internal_error")
     assert "secret internals" not in r.text
+
+
+@pytest.mark.parametrize(("method", "path", "allow"), [
+    ("OPTIONS", "/v1/keys", "GET, POST"),
+    ("PUT", "/v1/keys/key_1", "DELETE, GET, PATCH"),
+    ("GET", "/v1/workspaces/ws_1/credit", "POST"),
+    ("DELETE", "/v1/models/acme/fast", "GET"),
+])
+def test_allow_lists_every_method_the_spec_declares(client: httpx.Client, method: str, path: str, allow: str) -> None:
+    r = client.request(method, path)
+    assert_error(r, 405, "method_not_allowed")
+    assert r.headers["allow"] == allow

@@ -45,7 +45,8 @@ def test_every_operation_conforms(gateway: Live) -> None:
 
         check()
         tested.append(operation.label)
-    assert len(tested) == 7, tested
+    spec = httpx.get(f"{gateway.url}/openapi.json").json()
+    assert len(tested) == sum(len(item) for item in spec["paths"].values()), tested
 
 
 def _start(config: Path, port: int, log: Path) -> tuple[subprocess.Popen[str], str]:
@@ -90,7 +91,6 @@ def test_schemathesis_cli_against_live_serve(tmp_path: Path) -> None:
         )
         log = (tmp_path / "serve.log").read_text()
         assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:] + "\nserver log:\n" + log[-4000:]
-        assert "Tested: 7" in run.stdout or "Tested:" in run.stdout
         assert "Traceback" not in (tmp_path / "serve.log").read_text()
     finally:
         proc.terminate()

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-from decimal import Decimal
+from datetime import datetime
 
 from starlette.responses import Response
 
-from handlers import gateway
+from handlers import admin, gateway
 from handlers.auth import Principal
 from handlers.catalog import Catalog, Model
 from handlers.errors import ApiError, not_found
@@ -64,31 +63,14 @@ async def get_model(principal: Principal, model_id: str) -> Response:
     raise not_found(f"No model or alias named {model_id!r} for this key.", code="model_not_found")
 
 
-def _money(value: Decimal | None) -> str | None:
-    return None if value is None else str(value)
-
-
-def _iso(value: datetime | None) -> str | None:
-    return None if value is None else value.astimezone(UTC).isoformat()
-
-
 async def get_key(principal: Principal) -> Response:
     gw = gateway.current()
     key = await gw.store.get_key(principal.key.id) or principal.key
     ws = await gw.store.get_workspace(key.workspace_id)
     if ws is None:
         raise ApiError(401, "invalid_api_key", "The relay key's workspace no longer exists.")
-    return json_response({
-        "id": key.id, "object": "key", "name": key.name, "hint": key.hint,
-        "workspace": {"id": ws.id, "name": ws.name, "credit": str(ws.credit), "reserved": str(ws.reserved)},
-        "scopes": list(key.scopes), "models": None if key.models is None else list(key.models),
-        "policy": key.policy or gw.config.default_policy,
-        "expires_at": _iso(key.expires_at), "created_at": _iso(key.created_at), "last_used_at": _iso(key.last_used_at),
-        "limits": {"budget": _money(key.limits.budget), "budget_period": key.limits.budget_period,
-                   "rpm": key.limits.rpm, "tpm": key.limits.tpm},
-        "spend": {"total": str(key.spend_total), "period": str(key.spend_period),
-                  "period_start": _iso(key.period_start), "reserved": str(key.reserved)},
-    })
+    summary = {"id": ws.id, "name": ws.name, "credit": str(ws.credit), "reserved": str(ws.reserved)}
+    return json_response({**admin.key_json(key), "workspace": summary, "policy": key.policy or gw.config.default_policy})
 
 
 async def explain_decision(principal: Principal, decision_id: str) -> Response:

@@ -1,0 +1,175 @@
+"""python -m bench: Specway vs the same fake upstream called directly (and vs LiteLLM when installed), as ratios.
+
+Starts the fast fake upstream, `specway serve` (1 worker, fresh SQLite store) and, if found, the LiteLLM proxy;
+checks one answer of each kind from each; warms them up; then, for every scenario x connections cell, loads the
+direct upstream, Specway and LiteLLM back to back (so the ratios compare neighbours in time on a noisy machine).
+Prints one table and, with --json, writes it with the raw samples. Every process it starts is stopped on exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import load, report, targets
+from bench.procs import StartError, cpu_seconds, rss_mb, stop_all
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
+    p.add_argument("--duration", type=float, default=10.0, help="seconds of load per cell (default 10)")
+    p.add_argument("--quick", action="store_true", help="3 s per cell, 1 s warm-up")
+    p.add_argument("--warmup", type=float, default=2.0, help="seconds of unmeasured load per target and scenario")
+    p.add_argument("--conns", default="1,32", help="comma-separated connection counts (default 1,32)")
+    p.add_argument("--scenarios", default=",".join(load.SCENARIOS), help="json,stream (default both)")
+    p.add_argument("--repeat", type=int, default=1, help="run every cell N times; the table shows medians")
+    p.add_argument("--json", metavar="FILE", help="also write the table and raw samples as JSON")
+    p.add_argument("--loadgen", choices=["auto", "wrk", "builtin"], default="auto",
+                   help="auto: wrk when on PATH, else the built-in asyncio loader")
+    p.add_argument("--litellm", metavar="PATH", help="litellm executable or venv (default: PATH, /tmp/litellm-venv)")
+    p.add_argument("--no-litellm", action="store_true", help="skip the peer even when installed")
+    p.add_argument("--litellm-dir", type=Path, default=targets.PEER_DIR, help="the peer's config.yaml and env.sh")
+    p.add_argument("--litellm-timeout", type=float, default=180.0, help="seconds to wait for LiteLLM to start")
+    p.add_argument("--upstream-port", type=int, help="fake upstream port (default 18000 when free, else any)")
+    p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"],
+                   help="the gateway's log level (default warning: no per-request access log)")
+    p.add_argument("--keep", action="store_true", help="keep the temp dir (configs, logs, SQLite store)")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.duration, args.warmup = 3.0, 1.0
+    args.conns = sorted({int(c) for c in args.conns.split(",") if c.strip()})
+    args.scenarios = [s for s in args.scenarios.split(",") if s]
+    unknown = set(args.scenarios) - set(load.SCENARIOS)
+    if unknown or not args.conns or min(args.conns) < 1 or args.duration <= 0 or args.repeat < 1:
+        p.error(f"bad --scenarios/--conns/--duration/--repeat (unknown scenarios: {sorted(unknown)})")
+    return args
+
+
+def _say(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _loadgen(choice: str) -> str:
+    if choice == "wrk" and not load.have_wrk():
+        raise StartError("--loadgen wrk: wrk is not on PATH (apt-get install -y wrk)")
+    if choice == "auto":
+        return "wrk" if load.have_wrk() else "builtin"
+    return choice
+
+
+def _start(args: argparse.Namespace, workdir: Path) -> tuple[list[targets.Target], str]:
+    """The targets to load, direct first; and a note about the peer."""
+    upstream = targets.start_upstream(workdir, args.upstream_port)
+    _say(f"fake upstream: {upstream.base} (pid {upstream.proc.pid})")
+    specway = targets.start_specway(workdir, upstream, args.log_level)
+    _say(f"specway: {specway.base} (pid {specway.proc.pid})")
+    found = [upstream, specway]
+    if args.no_litellm:
+        return found, "LiteLLM skipped (--no-litellm)"
+    exe = targets.find_litellm(args.litellm)
+    if exe is None:
+        return found, "LiteLLM not installed (no litellm on PATH, none in /tmp/litellm-venv, no --litellm)"
+    if not (args.litellm_dir / "config.yaml").is_file():
+        return found, f"LiteLLM skipped: no {args.litellm_dir / 'config.yaml'}"
+    _say(f"litellm: starting {exe} (can take ~15 s)")
+    try:
+        peer = targets.start_litellm(workdir, exe, upstream, args.litellm_dir, args.litellm_timeout)
+    except StartError as exc:
+        if args.litellm:
+            raise
+        _say(f"litellm did not start; going on without it: {exc}")
+        return found, "LiteLLM found but did not start (see stderr)"
+    _say(f"litellm: {peer.base} (pid {peer.proc.pid})")
+    return [*found, peer], f"LiteLLM: {exe}"
+
+
+def _measure(args: argparse.Namespace, tgts: list[targets.Target], loadgen: str,
+             workdir: Path) -> list[report.Sample]:
+    for t in tgts:
+        for sc in args.scenarios:
+            load.check(t, sc)
+    if args.warmup > 0:
+        for t in tgts:
+            for sc in args.scenarios:
+                load.run_cell(t, sc, max(args.conns), args.warmup, loadgen, workdir)
+    samples = []
+    cells = [(sc, c) for _ in range(args.repeat) for sc in args.scenarios for c in args.conns]
+    total, n = len(cells) * len(tgts), 0
+    for sc, conns in cells:
+        for t in tgts:  # neighbours in time: direct, specway, litellm for the same cell
+            n += 1
+            cpu0 = cpu_seconds(t.proc.pid)
+            cell = load.run_cell(t, sc, conns, args.duration, loadgen, workdir)
+            sample = report.Sample(t.name, sc, conns, cell, cpu_seconds(t.proc.pid) - cpu0, rss_mb(t.proc.pid))
+            samples.append(sample)
+            _say(f"[{n}/{total}] {t.name:8} {sc:6} c={conns:<3} {cell.rps:9.0f} req/s  p50 {cell.p50_ms:7.2f} ms  "
+                 f"p99 {cell.p99_ms:7.2f} ms  errors {cell.errors}")
+    return samples
+
+
+def _meta(args: argparse.Namespace, loadgen: str, note: str, load_before: tuple[float, ...]) -> dict[str, Any]:
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=targets.REPO, capture_output=True,
+                                text=True, timeout=10, check=False).stdout.strip()
+    except OSError:
+        commit = ""
+    return {
+        "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "commit": commit, "cpus": os.cpu_count(),
+        "python": platform.python_version(), "loadgen": loadgen, "duration_s": args.duration, "warmup_s": args.warmup,
+        "repeat": args.repeat, "conns": args.conns, "scenarios": args.scenarios, "gateway_log_level": args.log_level,
+        "peer": note, "loadavg_before": load_before, "loadavg_after": os.getloadavg(),
+    }
+
+
+def _on_sigterm(_signum: int, _frame: Any) -> None:
+    raise SystemExit(143)  # unwinds through the finally that stops every process
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    workdir = Path(tempfile.mkdtemp(prefix="specway-bench-"))
+    load_before = os.getloadavg()
+    try:
+        loadgen = _loadgen(args.loadgen)
+        _say(f"load generator: {'wrk' if loadgen == 'wrk' else 'built-in asyncio loader (wrk not found)'}; "
+             f"{args.duration:g} s per cell; work dir {workdir}")
+        tgts, note = _start(args, workdir)
+        samples = _measure(args, tgts, loadgen, workdir)
+    except (StartError, RuntimeError, subprocess.TimeoutExpired) as exc:
+        _say(f"bench: {exc}")
+        return 1
+    except KeyboardInterrupt:
+        _say("bench: interrupted; stopping what it started")
+        return 130
+    except SystemExit:
+        _say("bench: terminated; stopping what it started")
+        raise
+    finally:
+        stop_all()
+        if args.keep:
+            _say(f"kept {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+    rows = report.rows(samples)
+    meta = _meta(args, loadgen, note, load_before)
+    print(report.table(rows))
+    print(f"\nload generator: {loadgen}; {args.duration:g} s per cell x {args.repeat}; {note}; "
+          f"loadavg before {load_before[0]:.2f}, after {meta['loadavg_after'][0]:.2f} ({os.cpu_count()} cpus)")
+    if args.json:
+        report.write_json(Path(args.json), meta, rows, samples)
+        print(f"JSON: {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

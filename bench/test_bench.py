@@ -1,0 +1,118 @@
+"""Tests of the harness itself (not of speed): `.venv/bin/python -m pytest bench`. No wall-clock assertions."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench import load, loadgen, report, targets, upstream
+from bench.procs import free_port, stop_all
+
+
+class _Transport:
+    def __init__(self) -> None:
+        self.out = bytearray()
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        self.out += data
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _feed(data: bytes, step: int) -> _Transport:
+    conn, transport = upstream.HttpConnection(), _Transport()
+    conn.connection_made(transport)  # type: ignore[arg-type]
+    for i in range(0, len(data), step):
+        conn.data_received(data[i:i + step])
+    return transport
+
+
+def _post(body: bytes, extra: str = "") -> bytes:
+    return (f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n{extra}\r\n").encode() + body
+
+
+@pytest.mark.parametrize("step", [1, 7, 10_000])
+def test_upstream_answers_pipelined_requests_in_any_split(step: int) -> None:
+    parts = [b'{"str', b'eam": true, "a":1}']
+    chunked = (b"POST /v1/chat/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+               + b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in parts) + b"0\r\n\r\n")
+    data = _post(b'{"model":"m"}') + _post(b'{"stream":true}') + chunked + _post(b"{}", "Connection: close\r\n")
+    t = _feed(data, step)
+    answers = t.out.split(b"HTTP/1.1 ")[1:]
+    assert [a[:3] for a in answers] == [b"200"] * 4
+    assert b"application/json" in answers[0] and b"text/event-stream" in answers[1]
+    assert b"text/event-stream" in answers[2] and b"Connection: close" in answers[3]
+    assert t.closed
+
+
+def test_upstream_refuses_bad_json_and_unknown_paths() -> None:
+    t = _feed(_post(b"{nope") + b"GET /nowhere HTTP/1.1\r\n\r\n" + b"GET /health HTTP/1.1\r\n\r\n", 64)
+    assert [a[:3] for a in t.out.split(b"HTTP/1.1 ")[1:]] == [b"400", b"404", b"200"]
+
+
+def test_upstream_stream_is_10_chunks_usage_done() -> None:
+    events = upstream.stream_events()
+    docs = [json.loads(e[len(b"data: "):]) for e in events[:-1]]
+    assert len(docs) == 11 and events[-1] == b"data: [DONE]\n\n"
+    assert docs[0]["choices"][0]["delta"]["role"] == "assistant"
+    assert docs[9]["choices"][0]["finish_reason"] == "stop"
+    assert docs[10]["choices"] == [] and docs[10]["usage"]["total_tokens"] == 430
+    assert 900 <= len(upstream.completion_body()) <= 1300
+
+
+def test_request_bodies_are_about_1kb() -> None:
+    for scenario in load.SCENARIOS:
+        body = load.request_body("bench/model", scenario)
+        assert 800 <= len(body) <= 1300
+        assert json.loads(body).get("stream", False) is (scenario == "stream")
+
+
+def test_wrk_script_carries_body_and_headers(tmp_path: Path) -> None:
+    t = targets.Target("specway", "http://127.0.0.1:1", "bench/model", None, {"Authorization": "Bearer sk-x"})  # type: ignore[arg-type]
+    text = load.wrk_script(t, "stream", tmp_path).read_text()
+    assert '"stream":true' in text and 'wrk.headers["Authorization"] = "Bearer sk-x"' in text
+    assert "latency:percentile(99)" in text
+
+
+def _sample(target: str, rps: float, p50: float, conns: int = 1) -> report.Sample:
+    cell = load.CellResult("wrk", int(rps * 10), 0, 10.0, p50, p50 * 2, p50 * 3)
+    return report.Sample(target, "json", conns, cell, cpu_s=cell.requests * 0.001, rss_mb=90.0)
+
+
+def test_rows_put_direct_beside_each_gateway_with_ratios() -> None:
+    rows = report.rows([_sample("direct", 10_000, 0.1), _sample("specway", 1000, 1.1), _sample("litellm", 100, 20.1)])
+    assert [r["target"] for r in rows] == ["specway", "litellm"]
+    sw, peer = rows
+    assert sw["added_p50_ms"] == pytest.approx(1.0) and sw["x_direct"] == pytest.approx(0.1)
+    assert sw["cpu_ms_per_req"] == pytest.approx(1.0) and "specway_over_peer" not in sw
+    assert peer["specway_over_peer"] == pytest.approx(10.0)
+    assert "x10.0" in report.table(rows)
+
+
+def test_repeats_are_reported_as_medians() -> None:
+    rows = report.rows([_sample("specway", r, 1.0) for r in (100, 900, 300)])
+    assert rows[0]["rps"] == pytest.approx(300) and rows[0]["repeats"] == 3
+
+
+def test_peer_env_reads_exports_and_unsets(tmp_path: Path) -> None:
+    env_sh = tmp_path / "env.sh"
+    env_sh.write_text("# c\nexport A=1  B=two   # why\nexport NO_PROXY=127.0.0.1,localhost\nunset X Y\n")
+    exports, unset = targets.peer_env(env_sh)
+    assert exports == {"A": "1", "B": "two", "NO_PROXY": "127.0.0.1,localhost"} and unset == ("X", "Y")
+
+
+def test_builtin_loader_against_the_fake_upstream(tmp_path: Path) -> None:
+    try:
+        up = targets.start_upstream(tmp_path, free_port())
+        result: dict[str, Any] = asyncio.run(
+            loadgen.run(up.url, 4, 0.5, load.request_body("m", "stream"), [], timeout=10))
+    finally:
+        stop_all()
+    assert result["requests"] > 0 and not any(result["errors"].values())
+    assert 0 < result["p50_us"] <= result["p99_us"]

@@ -1,0 +1,150 @@
+"""`specway keys ...` and `specway workspaces ...`: the admin API's logic (handlers.admin), from a shell."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Any
+
+from generated.config import Config
+from handlers import admin
+from handlers import config as config_mod
+from handlers.catalog import Catalog
+from handlers.errors import ApiError
+from handlers.store import open_store
+from handlers.store.base import Store
+
+Action = Callable[[Store, Config], Awaitable[Any]]
+
+
+async def with_store(cfg_path: str | None, fn: Action) -> Any:
+    cfg = config_mod.load(cfg_path)
+    store = open_store(cfg.store.url)  # type: ignore[union-attr]
+    await store.open()
+    try:
+        return await fn(store, cfg)
+    finally:
+        await store.close()
+
+
+async def default_workspace(store: Store) -> str:
+    workspaces = await store.list_workspaces()
+    if workspaces:
+        return workspaces[0].id
+    return (await store.create_workspace("default")).id
+
+
+def _csv(text: str | None) -> list[str] | None:
+    return None if text is None else [s.strip() for s in text.split(",") if s.strip()]
+
+
+def _key_fields(args: argparse.Namespace) -> dict[str, Any]:
+    fields: dict[str, Any] = {}
+    for name in ("name", "policy"):
+        if getattr(args, name, None) is not None:
+            fields[name] = getattr(args, name)
+    for name in ("scopes", "models"):
+        if getattr(args, name, None) is not None:
+            fields[name] = _csv(getattr(args, name))
+    if getattr(args, "expires_at", None):
+        fields["expires_at"] = datetime.fromisoformat(args.expires_at)
+    limits = {k: getattr(args, k) for k in ("budget", "budget_period", "rpm", "tpm") if getattr(args, k, None)}
+    if limits:
+        fields["limits"] = limits
+    return fields
+
+
+def run(args: argparse.Namespace, fn: Action) -> int:
+    try:
+        result = asyncio.run(with_store(args.config, fn))
+    except ApiError as err:
+        print(f"specway: {err.message}", file=sys.stderr)
+        return 2
+    if result is not None:
+        print(result if isinstance(result, str) else json.dumps(result, indent=2))
+    return 0
+
+
+def cmd_keys(args: argparse.Namespace) -> int:
+    async def create(store: Store, cfg: Config) -> str:
+        fields = {**_key_fields(args), "workspace_id": args.workspace}
+        _, secret = await admin.create_key(store, Catalog.from_config(cfg), cfg.policies or {}, fields,
+                                           await default_workspace(store))
+        return secret  # alone on stdout, so a script can capture it
+
+    async def update(store: Store, cfg: Config) -> dict[str, Any]:
+        key = await admin.update_key(store, Catalog.from_config(cfg), cfg.policies or {}, args.key_id,
+                                     _key_fields(args))
+        return admin.key_json(key)
+
+    async def listing(store: Store, cfg: Config) -> str:
+        rows = ["id\tname\thint\tscopes\tstate\tworkspace"]
+        for k in await store.list_keys(args.workspace):
+            state = "revoked" if k.revoked_at else "active"
+            rows.append("\t".join((k.id, k.name, k.hint, ",".join(k.scopes), state, k.workspace_id)))
+        return "\n".join(rows)
+
+    async def revoke(store: Store, cfg: Config) -> str:
+        return f"revoked {(await admin.revoke_key(store, args.key_id)).id}"
+
+    actions: dict[str, Action] = {"create": create, "update": update, "list": listing, "revoke": revoke}
+    return run(args, actions[args.action])
+
+
+def cmd_workspaces(args: argparse.Namespace) -> int:
+    async def create(store: Store, cfg: Config) -> dict[str, Any]:
+        return admin.workspace_json(await store.create_workspace(args.name, admin.money(args.credit, "credit")))
+
+    async def listing(store: Store, cfg: Config) -> list[dict[str, Any]]:
+        return [admin.workspace_json(w) for w in await store.list_workspaces()]
+
+    async def credit(store: Store, cfg: Config) -> dict[str, Any]:
+        await admin.workspace(store, args.workspace_id)
+        ws = await store.add_credit(args.workspace_id, admin.money(args.amount, "amount"))
+        return admin.workspace_json(ws or await admin.workspace(store, args.workspace_id))
+
+    actions: dict[str, Action] = {"create": create, "list": listing, "credit": credit}
+    return run(args, actions[args.action])
+
+
+def _key_options(p: argparse.ArgumentParser, create: bool) -> None:
+    p.add_argument("--name", required=create)
+    p.add_argument("--scopes", default="inference,models:read,key:read,explain:read" if create else None,
+                   help="comma-separated: inference, models:read, key:read, explain:read, admin")
+    p.add_argument("--models", help="comma-separated allowlist of model ids or aliases")
+    p.add_argument("--policy", help="routing policy name")
+    p.add_argument("--expires-at", dest="expires_at", help="ISO 8601 time, e.g. 2027-01-01T00:00:00+00:00")
+    p.add_argument("--budget", help="spend allowed per budget period, e.g. 25.00")
+    p.add_argument("--budget-period", dest="budget_period", choices=["total", "daily", "monthly"])
+    p.add_argument("--rpm", type=int, help="requests per minute")
+    p.add_argument("--tpm", type=int, help="tokens per minute")
+
+
+def add_parsers(sub: Any) -> None:
+    k = sub.add_parser("keys", help="create, update, list and revoke relay keys")
+    ksub = k.add_subparsers(dest="action", required=True)
+    kc = ksub.add_parser("create", help="create a key; prints its secret, once, alone on stdout")
+    _key_options(kc, create=True)
+    kc.add_argument("--workspace", help="workspace id (default: the first workspace)")
+    ku = ksub.add_parser("update", help="change a key (only the options given)")
+    ku.add_argument("key_id")
+    _key_options(ku, create=False)
+    kl = ksub.add_parser("list", help="list keys (never their secrets)")
+    kl.add_argument("--workspace")
+    kr = ksub.add_parser("revoke", help="revoke a key by id")
+    kr.add_argument("key_id")
+    k.set_defaults(fn=cmd_keys)
+    w = sub.add_parser("workspaces", help="create and list workspaces, add credit")
+    wsub = w.add_subparsers(dest="action", required=True)
+    wc = wsub.add_parser("create", help="create a workspace")
+    wc.add_argument("--name", required=True)
+    wc.add_argument("--credit", default="0")
+    wsub.add_parser("list", help="list workspaces")
+    wa = wsub.add_parser("credit", help="add credit to a workspace")
+    wa.add_argument("workspace_id")
+    wa.add_argument("amount")
+    w.set_defaults(fn=cmd_workspaces)

@@ -1,0 +1,150 @@
+"""The admin API and the CLI over one implementation: workspaces, credit, keys, scopes and allowlists."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from generated import models
+from tests.conftest import Live, serve
+
+CONFIG = {
+    "upstreams": {"echo": {"kind": "echo"}},
+    "models": [
+        {"id": "acme/fast", "upstream": "echo", "name": "fast", "aliases": ["fast"],
+         "price": {"input": "0.15", "output": "0.60"}},
+        {"id": "acme/strong", "upstream": "echo", "name": "strong", "aliases": ["strong"]},
+    ],
+}
+CHAT = {"messages": [{"role": "user", "content": "hi"}]}
+
+
+@pytest.fixture
+def gw(tmp_path: Path) -> Iterator[Live]:
+    with serve(CONFIG, tmp_path) as g:
+        yield g
+
+
+@pytest.fixture
+def admin(gw: Live) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=gw.url, headers=gw.headers, timeout=10) as c:
+        yield c
+
+
+def client(gw: Live, secret: str) -> httpx.Client:
+    return httpx.Client(base_url=gw.url, headers={"Authorization": f"Bearer {secret}"}, timeout=10)
+
+
+def test_workspace_lifecycle(admin: httpx.Client) -> None:
+    r = admin.post("/v1/workspaces", json={"name": "team a", "credit": "10.50"})
+    assert r.status_code == 201, r.text
+    ws = models.Workspace.model_validate(r.json())
+    assert (ws.name, ws.credit) == ("team a", "10.50")
+    assert admin.post(f"/v1/workspaces/{ws.id}/credit", json={"amount": "2.25"}).json()["credit"] == "12.75"
+    assert admin.patch(f"/v1/workspaces/{ws.id}", json={"name": "team b"}).json()["name"] == "team b"
+    assert ws.id in [w["id"] for w in admin.get("/v1/workspaces").json()["data"]]
+    assert admin.get("/v1/workspaces/ws_nope").status_code == 404
+    assert admin.post("/v1/workspaces/ws_nope/credit", json={"amount": "1"}).status_code == 404
+    assert admin.post(f"/v1/workspaces/{ws.id}/credit", json={"amount": "-1"}).status_code == 400
+
+
+def test_key_secret_is_shown_once_and_never_listed(gw: Live, admin: httpx.Client) -> None:
+    r = admin.post("/v1/keys", json={"name": "svc", "scopes": ["inference"]})
+    assert r.status_code == 201, r.text
+    created = models.KeyCreated.model_validate(r.json())
+    assert created.secret.startswith("sk-sw-")
+    for response in (admin.get("/v1/keys"), admin.get(f"/v1/keys/{created.id}")):
+        assert created.secret not in response.text and "secret" not in response.text
+    with client(gw, created.secret) as c:
+        assert c.post("/v1/chat/completions", json=CHAT).status_code == 200
+    db = sqlite3.connect(gw.gateway.config.store.url.removeprefix("sqlite:///"))  # type: ignore[union-attr]
+    dump = "\n".join(db.iterdump())
+    assert created.secret not in dump and created.secret[6:] not in dump
+
+
+def test_update_and_revoke(gw: Live, admin: httpx.Client) -> None:
+    key = admin.post("/v1/keys", json={"name": "svc"}).json()
+    r = admin.patch(f"/v1/keys/{key['id']}", json={"scopes": ["inference", "key:read"], "models": ["fast"],
+                                                   "limits": {"rpm": 10, "budget": "5.00"}})
+    assert r.status_code == 200, r.text
+    updated = models.Key.model_validate(r.json())
+    assert (updated.scopes, updated.models, updated.limits.rpm, updated.limits.budget) == (
+        ["inference", "key:read"], ["fast"], 10, "5.00")
+    with client(gw, key["secret"]) as c:
+        assert c.get("/v1/key").json()["limits"]["rpm"] == 10
+        assert admin.delete(f"/v1/keys/{key['id']}").json()["revoked_at"]
+        assert c.get("/v1/key").status_code == 401
+    assert admin.delete("/v1/keys/key_nope").status_code == 404
+
+
+@pytest.mark.parametrize(("body", "param"), [
+    ({"name": "x", "scopes": ["everything"]}, "scopes.0"),
+    ({"name": "x", "unknown": 1}, "unknown"),
+    ({"name": ""}, "name"),
+])
+def test_bad_key_requests_name_the_field(admin: httpx.Client, body: dict, param: str) -> None:
+    r = admin.post("/v1/keys", json=body)
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["param"] == param
+
+
+@pytest.mark.parametrize(("body", "param"), [
+    ({"name": "x", "workspace_id": "ws_nope"}, None),
+    ({"name": "x", "models": ["no/such"]}, "models.0"),
+    ({"name": "x", "policy": "nope"}, "policy"),
+])
+def test_unknown_references_are_404(admin: httpx.Client, body: dict, param: str | None) -> None:
+    r = admin.post("/v1/keys", json=body)
+    assert r.status_code == 404, r.text
+    assert r.json()["error"]["param"] == param
+
+
+def test_admin_scope_is_required(gw: Live) -> None:
+    secret = gw.create_key(scopes=("inference", "models:read", "key:read", "explain:read"))
+    with client(gw, secret) as c:
+        for method, path in (("GET", "/v1/workspaces"), ("GET", "/v1/keys"), ("DELETE", "/v1/keys/x")):
+            r = c.request(method, path)
+            assert r.status_code == 403 and "'admin'" in r.json()["error"]["message"]
+
+
+def test_model_allowlist_limits_use_and_listing(gw: Live, admin: httpx.Client) -> None:
+    secret = admin.post("/v1/keys", json={"name": "fast only", "models": ["fast"]}).json()["secret"]
+    with client(gw, secret) as c:
+        assert [m["id"] for m in c.get("/v1/models").json()["data"]] == ["acme/fast", "fast"]
+        assert c.get("/v1/models/acme/strong").status_code == 404
+        assert c.post("/v1/chat/completions", json={**CHAT, "model": "fast"}).json()["model"] == "acme/fast"
+        r = c.post("/v1/chat/completions", json={**CHAT, "model": "acme/strong"})
+        assert r.status_code == 403 and r.json()["error"]["code"] == "model_not_allowed"
+        assert c.post("/v1/chat/completions", json={**CHAT, "model": "nope"}).status_code == 404
+
+
+def _cli(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ}
+    return subprocess.run([sys.executable, "-m", "handlers.cli", "--config", str(config), *args],
+                          capture_output=True, text=True, env=env, timeout=60)
+
+
+def test_cli_uses_the_same_logic(tmp_path: Path) -> None:
+    config = tmp_path / "specway.yaml"
+    config.write_text(f"store:\n  url: sqlite:///{tmp_path / 's.db'}\n")
+    made = _cli(config, "keys", "create", "--name", "ci", "--scopes", "inference,models:read")
+    assert made.returncode == 0, made.stderr
+    secret = made.stdout.strip()
+    assert secret.startswith("sk-sw-") and "\n" not in secret
+    listed = _cli(config, "keys", "list")
+    assert "ci" in listed.stdout and secret not in listed.stdout
+    bad = _cli(config, "keys", "create", "--name", "x", "--scopes", "everything")
+    assert bad.returncode == 2 and "Unknown scope" in bad.stderr
+    ws = _cli(config, "workspaces", "list")
+    ws_id = ws.stdout.split('"id": "')[1].split('"')[0]
+    credit = _cli(config, "workspaces", "credit", ws_id, "3.5")
+    assert '"credit": "3.5"' in credit.stdout, credit.stderr
+    key_id = listed.stdout.splitlines()[1].split("\t")[0]
+    assert _cli(config, "keys", "revoke", key_id).stdout.strip() == f"revoked {key_id}"
