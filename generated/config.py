@@ -6,6 +6,50 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel, StrictFloat, Stric
 from typing import Literal
 
 
+class CooldownSettings(BaseModel):
+    """
+    An upstream that fails `failures` times within `window_seconds` (timeouts, refused connections, 429 and 5xx) is skipped for `seconds`, then tried again.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    failures: StrictInt = Field(3, ge=1)
+    window_seconds: StrictFloat = Field(60, gt=0.0)
+    seconds: StrictFloat = Field(30, ge=0.0)
+    """
+    How long a failing upstream is skipped; 0 turns the circuit breaker off.
+    """
+
+
+class LimitsSettings(BaseModel):
+    """
+    Requests and tokens per minute per key count in this process's memory, or in Redis so that every worker and replica shares one limit.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    redis_url: StrictStr | None = None
+    """
+    redis://host:port/db; absent, limits are per process.
+    """
+    on_redis_error: Literal["open", "closed"] = "open"
+    """
+    While Redis is unreachable, let requests through (open) or refuse them with 429 (closed).
+    """
+
+
+class DecisionSettings(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    retention_days: StrictFloat = Field(30, gt=0.0)
+    """
+    Decision records older than this are deleted.
+    """
+
+
 class Server(BaseModel):
     """
     How the gateway listens; `specway serve --host/--port/--workers` override these.
@@ -219,4 +263,16 @@ class Config(BaseModel):
     default_policy: StrictStr | None = None
     """
     The policy of keys that name none.
+    """
+    cooldown: CooldownSettings | None = None
+    """
+    The circuit breaker that skips an upstream that keeps failing.
+    """
+    limits: LimitsSettings | None = None
+    """
+    Where per-key rate limits are counted.
+    """
+    decisions: DecisionSettings | None = None
+    """
+    Decision records (what GET /v1/route/explain reads).
     """

@@ -74,6 +74,14 @@ class KeyLimitsInput(StrictModel):
     tpm: StrictInt | None = Field(None, ge=1)
 
 
+class Health(StrictModel):
+    status: Literal["ok"]
+    checks: dict[str, StrictStr] = None
+    """
+    Each dependency checked, and its state.
+    """
+
+
 class ModelPricing(StrictModel):
     """
     Prices per million tokens, as exact decimal strings.
@@ -411,7 +419,14 @@ class Decision(StrictModel):
     The model that answered.
     """
     usage: dict[str, Any] | None = None
+    usage_estimated: StrictBool = None
+    """
+    True when the upstream reported no usage and the tokens were estimated.
+    """
     cost: StrictStr | None = None
+    """
+    What the request cost, at the catalog's prices (exact decimal).
+    """
     outcome: StrictStr
     """
     ok, or the error code the request ended with.

@@ -9,7 +9,7 @@ from connexion.context import request
 
 from generated import models
 from handlers import glue
-from handlers.endpoints import admin, catalog, inference
+from handlers.endpoints import admin, catalog, health, inference
 
 
 async def add_credit(workspace_id):
@@ -73,6 +73,11 @@ async def get_workspace(workspace_id):
     return await admin.get_workspace(principal, workspace_id)
 
 
+async def healthz():
+    principal = None
+    return await health.healthz(principal)
+
+
 async def list_keys(workspace_id=None):
     principal = await glue.authenticate(request, "admin")
     return await admin.list_keys(principal, workspace_id)
@@ -86,6 +91,11 @@ async def list_models(after_id=None, before_id=None, limit=None):
 async def list_workspaces():
     principal = await glue.authenticate(request, "admin")
     return await admin.list_workspaces(principal)
+
+
+async def readyz():
+    principal = None
+    return await health.readyz(principal)
 
 
 async def revoke_key(key_id):

@@ -12,10 +12,12 @@ from typing import Any, Literal
 
 Format = Literal["chat", "responses", "messages"]
 Role = Literal["user", "assistant", "tool"]
+ToolChoiceMode = Literal["auto", "none", "required", "tool"]
 
 
 class FinishReason(str, enum.Enum):
     STOP = "stop"
+    STOP_SEQUENCE = "stop_sequence"  # one of the caller's stop sequences; a stop wherever a format has no word for it
     LENGTH = "length"
     TOOL_CALLS = "tool_calls"
     CONTENT_FILTER = "content_filter"
@@ -75,12 +77,28 @@ class Tool:
 
 
 @dataclass(slots=True)
+class ToolChoice:
+    """tool_choice as every format can say it; `raw` is forwarded verbatim to a same-format upstream."""
+
+    mode: ToolChoiceMode | None  # None: a choice only its own format can say (allowed_tools, a built-in tool...)
+    raw: Any  # as the caller wrote it; None when the caller set only parallel tool use
+    format: Format
+    name: str | None = None  # the tool, when mode is "tool"
+    parallel: bool | None = None  # False: at most one tool call; None: not said
+
+    @property
+    def portable(self) -> bool:
+        return self.mode is not None
+
+
+@dataclass(slots=True)
 class Request:
     """One inference request, whatever format it arrived in."""
 
     format: Format
     messages: list[Message]
     system: str | None = None
+    instructions: str | None = None  # Responses instructions as given (they are also part of system), for the echo
     model: str | None = None  # as requested: a model id, an alias, or None
     effort: str | None = None  # normalised to lower case: minimal | low | medium | high (or the caller's word)
     thinking_budget: int | None = None  # Anthropic thinking.budget_tokens; routing maps it to an effort tier
@@ -92,7 +110,7 @@ class Request:
     stream: bool = False
     include_usage: bool = False  # chat stream_options.include_usage
     tools: list[Tool] | None = None
-    tool_choice: Any = None  # verbatim, in the caller's format
+    tool_choice: ToolChoice | None = None
     response_format: dict[str, Any] | None = None  # verbatim (chat)
     extra: dict[str, Any] = field(default_factory=dict)  # unread fields, for a same-format upstream
 
@@ -118,6 +136,7 @@ class Result:
     finish_reason: FinishReason
     usage: Usage
     upstream_model: str | None = None
+    stop_sequence: str | None = None  # the stop sequence matched, when the upstream says which
 
     def text(self) -> str:
         return "".join(b.text for b in self.content if isinstance(b, Text))
@@ -147,6 +166,7 @@ class ToolCallDelta:
 @dataclass(slots=True)
 class Finish:
     reason: FinishReason
+    stop_sequence: str | None = None
 
 
 @dataclass(slots=True)
@@ -170,7 +190,7 @@ def fold(events: list[Event]) -> Result:
     """Fold a stream back into a whole result (used for metering and tests)."""
     text: list[str] = []
     calls: dict[int, ToolCall] = {}
-    reason = FinishReason.UNKNOWN
+    finish = Finish(FinishReason.UNKNOWN)
     usage = Usage()
     for ev in events:
         if isinstance(ev, TextDelta):
@@ -180,9 +200,9 @@ def fold(events: list[Event]) -> Result:
         elif isinstance(ev, ToolCallDelta) and ev.index in calls:
             calls[ev.index].arguments += ev.arguments
         elif isinstance(ev, Finish):
-            reason = ev.reason
+            finish = ev
         elif isinstance(ev, UsageReport):
             usage = ev.usage
     content: list[Block] = [Text("".join(text))] if text else []
     content.extend(calls[i] for i in sorted(calls))
-    return Result(content=content, finish_reason=reason, usage=usage)
+    return Result(content=content, finish_reason=finish.reason, usage=usage, stop_sequence=finish.stop_sequence)

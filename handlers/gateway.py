@@ -9,11 +9,14 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
-from generated.config import Config
+from generated.config import Config, CooldownSettings, LimitsSettings
 from handlers import config as config_mod
 from handlers.auth import KeyCache
 from handlers.catalog import Catalog
+from handlers.cooldown import Cooldowns
 from handlers.decisions import Recorder
+from handlers.metering import Meter
+from handlers.ratelimit import Limiter, MemoryLimiter, RedisLimiter
 from handlers.store import open_store
 from handlers.store.base import Store
 from handlers.upstreams.base import Upstream
@@ -35,6 +38,12 @@ class Gateway:
         self.upstreams: dict[str, Upstream] = {}
         self.keys = KeyCache(self.store, ttl=float(config.server.key_cache_seconds))  # type: ignore[union-attr,arg-type]
         self.recorder = Recorder(self.store)
+        cd = config.cooldown or CooldownSettings()
+        self.cooldowns = Cooldowns(cd.failures or 3, float(cd.window_seconds or 60), float(cd.seconds or 0))
+        limits = config.limits or LimitsSettings()
+        self.limiter: Limiter = (RedisLimiter(limits.redis_url, on_error=limits.on_redis_error or "open")
+                                 if limits.redis_url else MemoryLimiter())
+        self.meter = Meter(self.store, self.limiter)
         self.started_at = datetime.now(UTC).replace(microsecond=0)
 
     @classmethod
@@ -46,6 +55,7 @@ class Gateway:
 
     async def start(self) -> None:
         await self.store.open()
+        await self.limiter.ping()  # fail fast when Redis is configured but unreachable
         for name, settings in (self.config.upstreams or {}).items():
             self.upstreams[name] = build_upstream(name, settings)
         self.recorder.start()
@@ -57,6 +67,7 @@ class Gateway:
         for up in self.upstreams.values():
             with contextlib.suppress(Exception):
                 await up.aclose()
+        await self.limiter.aclose()
         await self.store.close()
 
     @contextlib.asynccontextmanager

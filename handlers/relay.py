@@ -1,27 +1,34 @@
 """Relay one canonical request through its decision's candidates, whole or streamed.
 
+Before any upstream call: routing (with cooldowns and context windows), rate limits and the worst-case reservation.
 Fallback happens only before the first byte reaches the caller; after that a failure is reported in-stream.
-Streamed and whole answers are metered by the same code: a stream's usage is folded from its events.
+Streamed and whole answers are metered by the same code.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from types import ModuleType
-from typing import Any
+from typing import TypeVar
 
+import anyio
 from starlette.responses import Response
 
-from handlers import gateway, routing
+from handlers import gateway, routing, tokens
 from handlers.auth import Principal
-from handlers.canonical import Answer, Event, Request, Result, UsageReport
+from handlers.canonical import Answer, Event, Request, TextDelta, UsageReport
+from handlers.catalog import Model
 from handlers.errors import ApiError
 from handlers.http import json_response, sse_response
-from handlers.upstreams.base import UpstreamError
+from handlers.metering import Hold
+from handlers.upstreams.base import Upstream, UpstreamError
 
 log = logging.getLogger("specway.relay")
+T = TypeVar("T")
+_SETTLE_TIMEOUT = 10.0  # seconds a cancelled stream may take to close its upstream and settle
 
 
 def upstream_failure(err: UpstreamError, upstream: str) -> ApiError:
@@ -41,80 +48,94 @@ def upstream_failure(err: UpstreamError, upstream: str) -> ApiError:
     return ApiError(502, "upstream_error", f"The upstream {upstream} failed: {err.message}")
 
 
-def _headers(decision: routing.Decision) -> dict[str, str]:
-    h = {"x-specway-decision-id": decision.id}
+def _nothing_left(gw: gateway.Gateway, decision: routing.Decision) -> ApiError:
+    waits = [gw.cooldowns.remaining(c.model.upstream) for c in decision.candidates]
+    wait = min((w for w in waits if w > 0), default=0)
+    reasons = "; ".join(f"{c.model.id}: {c.reason}" for c in decision.candidates)
+    headers = {"retry-after": str(max(1, min(60, math.ceil(wait))))} if wait else None
+    return ApiError(503, "no_upstream_available", f"No candidate can take the request ({reasons}).", headers=headers)
+
+
+def _headers(decision: routing.Decision, hold: Hold | None = None) -> dict[str, str]:
+    h = {**(hold.headers if hold else {}), "x-specway-decision-id": decision.id}
     if decision.answered is not None:
         h["x-specway-model"] = decision.answered.id
     return h
-
-
-def _settle(decision: routing.Decision, result_usage: Any) -> None:
-    decision.usage = result_usage
-    if decision.answered is not None and result_usage is not None:
-        cost = decision.answered.cost(result_usage.input_tokens or 0, result_usage.output_tokens or 0)
-        decision.cost = str(cost)
 
 
 async def relay(principal: Principal, req: Request, wire: ModuleType) -> Response:
     gw = gateway.current()
     decision = routing.decide(gw.catalog, gw.config.policies or {}, gw.config.default_policy or "default", principal,
                               req)
+    routing.screen(decision, gw.cooldowns.remaining, tokens.input_tokens(req) + (req.max_tokens or 0))
+    hold: Hold | None = None
     try:
+        if not decision.runnable():
+            raise _nothing_left(gw, decision)
+        hold = await gw.meter.admit(principal.key, [c.model for c in decision.runnable()], req)
         if req.stream:
-            return await _stream(gw, decision, req, wire)
-        result = await _complete(gw, decision, req)
+            return await _stream(gw, decision, req, wire, hold)
+        result = await _attempt(gw, decision, lambda up, m: up.complete(req, m.name))
     except ApiError as err:
-        decision.outcome = err.code
-        gw.recorder.add(decision.record())
-        err.headers = {**err.headers, **_headers(decision)}
+        await _fail(gw, decision, hold, err)
         raise
-    _settle(decision, result.usage)
-    decision.outcome = "ok"
-    gw.recorder.add(decision.record())
+    except BaseException:
+        await _fail(gw, decision, hold, ApiError(500, "internal_error", "failed"))
+        raise
+    await _settle(gw, decision, hold, result.usage, len(result.text()))
     answer = Answer(decision.id, decision.answered.id, int(time.time()))  # type: ignore[union-attr]
-    return json_response(wire.render(result, answer), headers=_headers(decision))
+    return json_response(wire.render(result, answer, req), headers=_headers(decision, hold))
 
 
-async def _complete(gw: gateway.Gateway, decision: routing.Decision, req: Request) -> Result:
+async def _fail(gw: gateway.Gateway, decision: routing.Decision, hold: Hold | None, err: ApiError) -> None:
+    decision.outcome = err.code
+    if hold is not None:
+        await gw.meter.release(hold)
+    gw.recorder.add(decision.record())
+    err.headers = {**err.headers, **_headers(decision, hold)}
+
+
+async def _settle(gw: gateway.Gateway, decision: routing.Decision, hold: Hold, usage: object, chars: int) -> None:
+    assert decision.answered is not None
+    charge = await gw.meter.settle(hold, decision.answered, usage, chars)  # type: ignore[arg-type]
+    decision.usage, decision.cost, decision.usage_estimated = charge.usage, str(charge.cost), charge.estimated
+    if decision.outcome == "pending":
+        decision.outcome = "ok"
+    gw.recorder.add(decision.record())
+
+
+async def _attempt(gw: gateway.Gateway, decision: routing.Decision,
+                   call: Callable[[Upstream, Model], Awaitable[T]]) -> T:
+    """Try each runnable candidate in order until one answers; retryable failures fall through to the next."""
     candidates = decision.runnable()
     for i, cand in enumerate(candidates):
         upstream = gw.upstreams[cand.model.upstream]
         started = time.perf_counter()
         try:
-            result = await upstream.complete(req, cand.model.name)
+            answer = await call(upstream, cand.model)
         except UpstreamError as err:
             decision.attempt(cand, started, err.status, f"{err.kind}: {err.message}")
-            if err.retryable and i + 1 < len(candidates):
-                continue
+            if err.retryable:
+                gw.cooldowns.failed(upstream.name)
+                if i + 1 < len(candidates):
+                    continue
             raise upstream_failure(err, upstream.name) from None
+        gw.cooldowns.succeeded(upstream.name)
         decision.attempt(cand, started, 200, None)
         decision.answered = cand.model
-        return result
-    raise ApiError(503, "no_upstream", "No upstream could take the request.")
+        return answer
+    raise ApiError(503, "no_upstream_available", "No upstream could take the request.")
 
 
-async def _open_stream(gw: gateway.Gateway, decision: routing.Decision,
-                       req: Request) -> tuple[Event, AsyncIterator[Event]]:
-    """The first event of the first candidate that starts; earlier failures fall through to the next."""
-    candidates = decision.runnable()
-    for i, cand in enumerate(candidates):
-        upstream = gw.upstreams[cand.model.upstream]
-        started = time.perf_counter()
-        events = upstream.stream(req, cand.model.name)
-        try:
-            first = await anext(events)
-        except UpstreamError as err:
-            decision.attempt(cand, started, err.status, f"{err.kind}: {err.message}")
-            await _close(events)
-            if err.retryable and i + 1 < len(candidates):
-                continue
-            raise upstream_failure(err, upstream.name) from None
-        except StopAsyncIteration:
-            first = None  # type: ignore[assignment]
-        decision.attempt(cand, started, 200, None)
-        decision.answered = cand.model
-        return first, events
-    raise ApiError(503, "no_upstream", "No upstream could take the request.")
+async def _first_event(events: AsyncIterator[Event]) -> tuple[Event | None, AsyncIterator[Event]]:
+    """Wait for the stream's first event, so a refusal can still fall back (nothing has reached the caller)."""
+    try:
+        return await anext(events), events
+    except StopAsyncIteration:
+        return None, events
+    except BaseException:
+        await _close(events)
+        raise
 
 
 async def _close(events: AsyncIterator[Event]) -> None:
@@ -126,20 +147,23 @@ async def _close(events: AsyncIterator[Event]) -> None:
             log.debug("error while closing an upstream stream", exc_info=True)
 
 
-async def _stream(gw: gateway.Gateway, decision: routing.Decision, req: Request, wire: ModuleType) -> Response:
-    first, events = await _open_stream(gw, decision, req)
+async def _stream(gw: gateway.Gateway, decision: routing.Decision, req: Request, wire: ModuleType,
+                  hold: Hold) -> Response:
+    first, events = await _attempt(gw, decision, lambda up, m: _first_event(up.stream(req, m.name)))
     answer = Answer(decision.id, decision.answered.id, int(time.time()))  # type: ignore[union-attr]
     renderer = wire.StreamRenderer(answer, req)
     upstream_name = decision.answered.upstream  # type: ignore[union-attr]
 
     async def body() -> AsyncIterator[bytes]:
         decision.outcome = "cancelled"  # until the stream ends one way or another
+        chars = 0
         try:
             yield renderer.start()
-            pending = [first] if first is not None else []
-            async for ev in _chain(pending, events):
+            async for ev in _chain(first, events):
                 if isinstance(ev, UsageReport):
                     decision.usage = ev.usage
+                elif isinstance(ev, TextDelta):
+                    chars += len(ev.text)
                 chunk = renderer.event(ev)
                 if chunk:
                     yield chunk
@@ -154,15 +178,16 @@ async def _stream(gw: gateway.Gateway, decision: routing.Decision, req: Request,
             decision.outcome = "internal_error"
             yield renderer.error(ApiError(500, "internal_error", "The gateway failed while streaming; it has been logged."))
         finally:
-            await _close(events)
-            _settle(decision, decision.usage)
-            gw.recorder.add(decision.record())
+            # A client that went away cancels this generator; closing the upstream and settling must still run.
+            with anyio.move_on_after(_SETTLE_TIMEOUT, shield=True):
+                await _close(events)
+                await _settle(gw, decision, hold, decision.usage, chars)
 
-    return sse_response(body(), headers=_headers(decision))
+    return sse_response(body(), headers=_headers(decision, hold))
 
 
-async def _chain(first: list[Event], rest: AsyncIterator[Event]) -> AsyncIterator[Event]:
-    for ev in first:
-        yield ev
+async def _chain(first: Event | None, rest: AsyncIterator[Event]) -> AsyncIterator[Event]:
+    if first is not None:
+        yield first
     async for ev in rest:
         yield ev

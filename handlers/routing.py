@@ -5,9 +5,11 @@ Every request that reaches routing gets a Decision; its record is what GET /v1/r
 
 from __future__ import annotations
 
+import math
 import random
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -44,6 +46,7 @@ class Decision:
     attempts: list[dict[str, Any]] = field(default_factory=list)
     answered: Model | None = None
     usage: Usage | None = None
+    usage_estimated: bool = False
     cost: str | None = None
     outcome: str = "pending"
     created: datetime = field(default_factory=lambda: datetime.now(UTC))
@@ -56,12 +59,17 @@ class Decision:
                               "latency_ms": round((time.perf_counter() - started) * 1000, 3)})
 
     def explanation(self) -> str:
+        parts = [self.why]
+        first = self.candidates[0] if self.candidates else None
+        if first is not None and first.verdict == "skipped":
+            parts.append(f"It was skipped ({first.reason}).")
+        failed = [a["model"] for a in self.attempts if a["error"] is not None]
         if self.answered is None:
-            return f"{self.why} No candidate answered (outcome: {self.outcome})."
-        first = self.runnable()[0].model if self.runnable() else None
-        if first is not None and self.answered.id != first.id:
-            return f"{self.why} {first.id} failed before answering, so the fallback {self.answered.id} answered."
-        return self.why
+            parts.append(f"No candidate answered (outcome: {self.outcome}).")
+        elif first is not None and self.answered.id != first.model.id:
+            before = f"{', '.join(failed)} failed before answering, so " if failed else ""
+            parts.append(f"{before}the fallback {self.answered.id} answered.")
+        return " ".join(parts)
 
     def record(self) -> dict[str, Any]:
         u = self.usage
@@ -74,7 +82,8 @@ class Decision:
             "attempts": self.attempts, "model": self.answered.id if self.answered else None,
             "usage": None if u is None else {"input_tokens": u.input_tokens, "output_tokens": u.output_tokens,
                                              "cached_input_tokens": u.cached_input_tokens},
-            "cost": self.cost, "outcome": self.outcome, "explanation": self.explanation(),
+            "usage_estimated": self.usage_estimated, "cost": self.cost, "outcome": self.outcome,
+            "explanation": self.explanation(),
         }
 
 
@@ -114,6 +123,26 @@ def decide(catalog: Catalog, policies: dict[str, PolicySettings], default_policy
         else:
             d.candidates.append(Candidate(m, "skipped", "not allowed for this key"))
     return d
+
+
+def screen(d: Decision, cooldown_left: Callable[[str], float], needed_tokens: int) -> None:
+    """Skip candidates whose upstream is cooling down or whose context window is too small; the first left is
+    the one chosen, the rest are its fallbacks in order."""
+    for c in d.candidates:
+        if c.verdict == "skipped":
+            continue
+        left = cooldown_left(c.model.upstream)
+        window = c.model.context_window
+        if left > 0:
+            c.verdict, c.reason = "skipped", f"upstream {c.model.upstream} is in cooldown for {math.ceil(left)} s more"
+        elif window is not None and needed_tokens > window:
+            c.verdict, c.reason = "skipped", f"context too small: needs about {needed_tokens} tokens, has {window}"
+    runnable = d.runnable()
+    for i, c in enumerate(runnable):
+        if i == 0 and c.verdict == "fallback":
+            c.verdict, c.reason = "chosen", f"first candidate left ({c.reason})"
+        elif i > 0 and c.verdict == "chosen":
+            c.verdict = "fallback"
 
 
 def _alias_fallbacks(policy: PolicySettings, model: Model) -> list[str]:

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
+import subprocess
+import sys
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
@@ -13,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import uvicorn
 
@@ -83,8 +88,71 @@ def serve(config: dict[str, Any] | None, tmp_path: Path) -> Iterator[Live]:
         thread.join(15)
 
 
+def spawn(config: Path, port: int, log: Path, *extra: str) -> tuple[subprocess.Popen[str], str]:
+    """`specway serve` as its own process; returns it and the first key it printed (empty on a used store)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "handlers.cli", "--config", str(config), "serve", "--port", str(port), *extra],
+        stdout=subprocess.PIPE, stderr=log.open("w"), text=True,
+    )
+    assert proc.stdout is not None
+    key: list[str] = []
+    reader = threading.Thread(target=lambda: key.append(proc.stdout.readline().strip()), daemon=True)  # type: ignore[union-attr]
+    reader.start()
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            httpx.get(f"http://127.0.0.1:{port}/openapi.json", timeout=1).raise_for_status()
+            break
+        except httpx.HTTPError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                proc.kill()
+                raise RuntimeError(f"specway serve did not start:\n{log.read_text()}") from None
+            time.sleep(0.1)
+    reader.join(0.5)
+    threading.Thread(target=proc.stdout.read, daemon=True).start()  # never let a full pipe stall the server
+    return proc, key[0] if key else ""
+
+
+def stop(proc: subprocess.Popen[str]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
+
+
 @pytest.fixture
 def live(tmp_path: Path) -> Iterator[Live]:
     """The gateway on its embedded defaults (the echo upstream)."""
     with serve(None, tmp_path) as g:
         yield g
+
+
+PG_ADMIN_URL = os.environ.get("SPECWAY_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+@contextmanager
+def fresh_postgres() -> Iterator[str]:
+    """A new, empty PostgreSQL database for one test, dropped afterwards. Unreachable: skip, or fail under CI."""
+    import asyncpg
+
+    name = f"specway_test_{uuid.uuid4().hex[:12]}"
+
+    async def admin(sql: str) -> None:
+        conn = await asyncpg.connect(PG_ADMIN_URL, timeout=5)
+        try:
+            await conn.execute(sql)
+        finally:
+            await conn.close()
+
+    try:
+        asyncio.run(admin(f'CREATE DATABASE "{name}"'))
+    except (OSError, asyncpg.PostgresError) as exc:
+        if os.environ.get("CI") == "true":
+            raise
+        pytest.skip(f"PostgreSQL is not reachable at {PG_ADMIN_URL}: {exc}")
+    try:
+        yield PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+    finally:
+        asyncio.run(admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))

@@ -221,3 +221,18 @@ def test_allow_lists_every_method_the_spec_declares(client: httpx.Client, method
     r = client.request(method, path)
     assert_error(r, 405, "method_not_allowed")
     assert r.headers["allow"] == allow
+
+
+def test_health_and_readiness_need_no_key(live: Live) -> None:
+    assert httpx.get(f"{live.url}/healthz").json() == {"status": "ok"}
+    ready = httpx.get(f"{live.url}/readyz").json()
+    assert ready == {"status": "ok", "checks": {"store": "ok", "limits": "ok"}}
+
+
+def test_readiness_fails_when_a_dependency_is_gone(tmp_path: Path) -> None:
+    with serve(None, tmp_path) as g:
+        g.run(g.gateway.store.close())
+        r = httpx.get(f"{g.url}/readyz")
+        assert_error(r, 503, "not_ready")
+        assert "store" in r.json()["error"]["message"]
+        g.run(g.gateway.store.open())

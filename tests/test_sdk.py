@@ -86,6 +86,7 @@ def live(fake: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterat
             "with-fallback": {"default_model": "acme/oa", "fallbacks": {"acme/oa": ["acme/an"]}},
         },
         "default_policy": "default",
+        "cooldown": {"seconds": 0},  # each error case must reach its upstream (tests/test_routing.py covers cooldowns)
     }
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("SPECWAY_SDK_OA_KEY", OA_SECRET)
@@ -438,15 +439,26 @@ def test_stop_reasons_are_mapped(clients: Clients, fake: FakeUpstream, fmt: str,
     assert o.text == TEXT and o.usage == expected_usage(fmt, kind)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: an Anthropic upstream's stop_reason 'stop_sequence' reaches a Messages caller as 'end_turn' "
-    "(handlers/upstreams/anthropic.py STOP_REASONS folds it into FinishReason.STOP; handlers/wire/messages.py "
-    "STOP_REASONS renders STOP as end_turn, and stop_sequence is always null)"))
 @pytest.mark.parametrize("mode", ["create", "stream"])
-def test_stop_sequence_survives_messages_to_anthropic(clients: Clients, fake: FakeUpstream, mode: str) -> None:
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_stop_sequence_survives_messages_to_anthropic(clients: Clients, fake: FakeUpstream, fmt: str,
+                                                      mode: str) -> None:
+    """Only Messages has a word for it; the other formats call it a plain stop."""
     fake.script(text=TEXT, finish="stop_sequence")
-    o = run(clients, "messages", mode, request_args("messages", "acme/an", stop_sequences=["END"]))
-    assert o.stop == "stop_sequence"
+    o = run(clients, fmt, mode, request_args(fmt, "acme/an", **SAMPLING[fmt]))
+    assert o.stop == {"chat": "stop", "responses": "completed", "messages": "stop_sequence"}[fmt]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_messages_stream_starts_with_the_input_tokens_when_the_upstream_does(clients: Clients, fake: FakeUpstream,
+                                                                             kind: str) -> None:
+    fake.script(text=TEXT, usage=USAGE)
+    events = list(clients.anthropic.messages.create(**request_args("messages", MODEL[kind]), stream=True))
+    start = events[0].message.usage  # type: ignore[union-attr]
+    expected = expected_usage("messages", kind)
+    # An Anthropic upstream reports them in its own message_start; an OpenAI one only at the end.
+    assert (start.input_tokens, start.cache_read_input_tokens) == (
+        (expected["input"], expected["cached"]) if kind == "anthropic" else (0, None))
 
 
 SAMPLING = {  # the caller's top_p and stop words, per format (anthropic 2.x sends top_p as an extra body field)
@@ -497,22 +509,13 @@ def responses_object(c: Clients, mode: str, args: dict[str, Any]) -> Any:
         return s.get_final_response()
 
 
-_NO_ECHO_WHOLE = pytest.mark.xfail(strict=True, reason=(
-    "BUG: a whole Responses answer echoes none of the request's settings (temperature, max_output_tokens, tools "
-    "are null/[]), while the streamed one does: handlers/relay.py relay() calls wire.render(result, answer) "
-    "without the request, so handlers/wire/responses.py render()'s echo never runs"))
-
-
-@pytest.mark.parametrize("mode", [pytest.param("create", marks=_NO_ECHO_WHOLE), "stream", "helper"])
+@pytest.mark.parametrize("mode", MODES)
 def test_responses_echo_the_request_settings(clients: Clients, fake: FakeUpstream, mode: str) -> None:
     r = responses_object(clients, mode, request_args("responses", "acme/an", tools=TOOLS["responses"]))
     assert (r.temperature, r.max_output_tokens) == (TEMPERATURE, MAX_TOKENS)
     assert [t.name for t in r.tools] == ["get_weather"]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: the Response object never echoes `instructions` (OpenAI does): handlers/wire/responses.py response() "
-    "sets it to None and _echo() leaves it out; Request keeps only the joined system text"))
 @pytest.mark.parametrize("mode", MODES)
 def test_responses_echo_the_instructions(clients: Clients, fake: FakeUpstream, mode: str) -> None:
     assert responses_object(clients, mode, request_args("responses", "acme/oa")).instructions == SYSTEM
@@ -552,29 +555,24 @@ def test_a_tool_call_without_text(clients: Clients, fake: FakeUpstream, fmt: str
     assert o.stop == {"chat": "tool_calls", "messages": "tool_use", "responses": "completed"}[fmt]
 
 
-_CROSS_TOOL_CHOICE = pytest.mark.xfail(strict=True, reason=(
-    "BUG: tool_choice is forwarded only when the caller's format equals the upstream's "
-    "(handlers/upstreams/openai.py chat_body, handlers/upstreams/anthropic.py AnthropicUpstream.body); "
-    "across formats a forced or required tool choice is silently dropped"))
 TOOL_CHOICES = [  # caller format, upstream kind, what the caller sends, what the upstream must receive
     pytest.param("chat", "openai", "required", "required", id="chat-openai-required"),
     pytest.param("messages", "anthropic", {"type": "tool", "name": "get_weather"},
                  {"type": "tool", "name": "get_weather"}, id="messages-anthropic-named"),
     pytest.param("chat", "anthropic", {"type": "function", "function": {"name": "get_weather"}},
-                 {"type": "tool", "name": "get_weather"}, id="chat-anthropic-named", marks=_CROSS_TOOL_CHOICE),
-    pytest.param("chat", "anthropic", "required", {"type": "any"}, id="chat-anthropic-required",
-                 marks=_CROSS_TOOL_CHOICE),
+                 {"type": "tool", "name": "get_weather"}, id="chat-anthropic-named"),
+    pytest.param("chat", "anthropic", "required", {"type": "any"}, id="chat-anthropic-required"),
     pytest.param("messages", "openai", {"type": "tool", "name": "get_weather"},
-                 {"type": "function", "function": {"name": "get_weather"}}, id="messages-openai-named",
-                 marks=_CROSS_TOOL_CHOICE),
-    pytest.param("messages", "openai", {"type": "any"}, "required", id="messages-openai-any", marks=_CROSS_TOOL_CHOICE),
+                 {"type": "function", "function": {"name": "get_weather"}}, id="messages-openai-named"),
+    pytest.param("messages", "openai", {"type": "any"}, "required", id="messages-openai-any"),
     pytest.param("responses", "openai", {"type": "function", "name": "get_weather"},
-                 {"type": "function", "function": {"name": "get_weather"}}, id="responses-openai-named",
-                 marks=_CROSS_TOOL_CHOICE),
-    pytest.param("responses", "openai", "required", "required", id="responses-openai-required",
-                 marks=_CROSS_TOOL_CHOICE),
-    pytest.param("responses", "anthropic", "required", {"type": "any"}, id="responses-anthropic-required",
-                 marks=_CROSS_TOOL_CHOICE),
+                 {"type": "function", "function": {"name": "get_weather"}}, id="responses-openai-named"),
+    pytest.param("responses", "openai", "required", "required", id="responses-openai-required"),
+    pytest.param("responses", "anthropic", "required", {"type": "any"}, id="responses-anthropic-required"),
+    pytest.param("responses", "anthropic", {"type": "function", "name": "get_weather"},
+                 {"type": "tool", "name": "get_weather"}, id="responses-anthropic-named"),
+    pytest.param("chat", "anthropic", "none", {"type": "none"}, id="chat-anthropic-none"),
+    pytest.param("messages", "openai", {"type": "auto"}, "auto", id="messages-openai-auto"),
 ]
 
 
@@ -584,6 +582,25 @@ def test_tool_choice_reaches_the_upstream_in_its_format(clients: Clients, fake: 
     fake.script(text="", tool_calls=[{"id": "call_x", "name": "get_weather", "arguments": '{"city": "Paris"}'}])
     run(clients, fmt, "create", request_args(fmt, MODEL[kind], tools=TOOLS[fmt], tool_choice=choice))
     assert fake.requests[0].body.get("tool_choice") == upstream_choice
+
+
+PARALLEL = [  # caller format, upstream kind, what the caller sends, what the upstream must receive
+    pytest.param("messages", "openai", {"tool_choice": {"type": "auto", "disable_parallel_tool_use": True}},
+                 {"tool_choice": "auto", "parallel_tool_calls": False}, id="messages-openai"),
+    pytest.param("chat", "anthropic", {"parallel_tool_calls": False},
+                 {"tool_choice": {"type": "auto", "disable_parallel_tool_use": True}}, id="chat-anthropic"),
+    pytest.param("responses", "anthropic", {"tool_choice": "required", "parallel_tool_calls": False},
+                 {"tool_choice": {"type": "any", "disable_parallel_tool_use": True}}, id="responses-anthropic"),
+]
+
+
+@pytest.mark.parametrize(("fmt", "kind", "sent", "received"), PARALLEL)
+def test_one_call_at_most_reaches_the_upstream_in_its_format(clients: Clients, fake: FakeUpstream, fmt: str,
+                                                             kind: str, sent: Any, received: Any) -> None:
+    run(clients, fmt, "create", request_args(fmt, MODEL[kind], tools=TOOLS[fmt], **sent))
+    body = fake.requests[0].body
+    assert {key: body.get(key) for key in received} == received
+    assert "parallel_tool_calls" not in body or kind == "openai"
 
 
 def tool_round_trip(fmt: str, model: str) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from email.utils import formatdate
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 
 from handlers.canonical import (
@@ -25,6 +26,7 @@ from handlers.canonical import (
     ToolCall,
     ToolCallDelta,
     ToolCallStart,
+    ToolChoice,
     ToolResult,
     Unknown,
     Usage,
@@ -115,7 +117,7 @@ async def test_openai_translates_a_chat_request(fake: FakeUpstream, build: Build
     request = conversation(
         "chat",
         max_tokens=50, temperature=0.2, top_p=0.9, stop=["END"], seed=7,
-        tool_choice="auto", response_format={"type": "json_object"},
+        tool_choice=ToolChoice("auto", "auto", "chat"), response_format={"type": "json_object"},
         extra={"user": "u-1", "model": "not-this", "messages": [], "logit_bias": {"1": 2}},
     )  # fmt: skip
     await build("openai", headers={"x-org": "acme"}).complete(request, "gpt-test")
@@ -156,11 +158,47 @@ async def test_openai_translates_a_chat_request(fake: FakeUpstream, build: Build
 
 
 async def test_openai_forwards_caller_specifics_only_for_chat_callers(fake: FakeUpstream, build: Build) -> None:
-    request = conversation("messages", tool_choice={"type": "any"}, extra={"metadata": {"user_id": "x"}})
+    choice = ToolChoice(None, {"type": "allowed_tools"}, "messages")  # a choice chat has no words for
+    request = conversation("messages", tool_choice=choice, extra={"metadata": {"user_id": "x"}})
     await build("openai", api_key=None).complete(request, "m")
     body, headers = fake.requests[0].body, fake.requests[0].headers
     assert "tool_choice" not in body and "metadata" not in body and "authorization" not in headers
     assert set(body) == {"model", "messages", "tools"}
+
+
+NAMED = ToolChoice("tool", {"x": "as the caller wrote it"}, "responses", name="get_weather")
+CROSS_CHOICES = [  # a tool choice from another format -> what the upstream receives (tool_choice, parallel_tool_calls)
+    ("openai", ToolChoice("required", "r", "messages", parallel=False), ("required", False)),
+    ("openai", ToolChoice("none", "n", "messages"), ("none", None)),
+    ("openai", ToolChoice("auto", None, "messages", parallel=True), ("auto", True)),
+    ("openai", NAMED, ({"type": "function", "function": {"name": "get_weather"}}, None)),
+    ("anthropic", ToolChoice("required", "r", "chat"), ({"type": "any"}, None)),
+    (
+        "anthropic",
+        ToolChoice("auto", None, "chat", parallel=False),
+        ({"type": "auto", "disable_parallel_tool_use": True}, None),
+    ),
+    ("anthropic", ToolChoice("none", "n", "chat", parallel=False), ({"type": "none"}, None)),
+    ("anthropic", NAMED, ({"type": "tool", "name": "get_weather"}, None)),
+]
+
+
+@pytest.mark.parametrize(("kind", "choice", "expected"), CROSS_CHOICES)
+async def test_a_tool_choice_from_another_format_is_translated(
+    fake: FakeUpstream, build: Build, kind: str, choice: ToolChoice, expected: tuple[Any, Any]
+) -> None:
+    await build(kind).complete(conversation(choice.format, tool_choice=choice), "m")
+    body = fake.requests[0].body
+    assert (body.get("tool_choice"), body.get("parallel_tool_calls")) == expected
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_tool_choice_without_tools_is_not_sent(fake: FakeUpstream, build: Build, kind: str) -> None:
+    """Both APIs refuse a tool choice without tools; the caller's same-format choice is still forwarded as sent."""
+    other = "messages" if kind == "openai" else "chat"
+    choice = ToolChoice("required", "r", other, parallel=False)
+    await build(kind).complete(Request(format=other, messages=HELLO.messages, tool_choice=choice), "m")  # type: ignore[arg-type]
+    assert not {"tool_choice", "parallel_tool_calls"} & set(fake.requests[0].body)
 
 
 async def test_openai_always_streams_with_usage(fake: FakeUpstream, build: Build) -> None:
@@ -215,7 +253,7 @@ FINISHES = [
     ("openai", "content_filter", FinishReason.CONTENT_FILTER),
     ("openai", "something_new", FinishReason.UNKNOWN),
     ("anthropic", "end_turn", FinishReason.STOP),
-    ("anthropic", "stop_sequence", FinishReason.STOP),
+    ("anthropic", "stop_sequence", FinishReason.STOP_SEQUENCE),
     ("anthropic", "max_tokens", FinishReason.LENGTH),
     ("anthropic", "tool_use", FinishReason.TOOL_CALLS),
     ("anthropic", "refusal", FinishReason.CONTENT_FILTER),
@@ -236,7 +274,8 @@ async def test_finish_reasons(
 
 
 async def test_anthropic_translates_a_request(fake: FakeUpstream, build: Build) -> None:
-    request = conversation("messages", temperature=0.5, top_p=0.8, stop=["END"], tool_choice={"type": "any"})
+    choice = ToolChoice("required", {"type": "any"}, "messages")
+    request = conversation("messages", temperature=0.5, top_p=0.8, stop=["END"], tool_choice=choice)
     request.extra = {"metadata": {"user_id": "x"}, "stream": True}
     request.messages.insert(1, Message("user", [Text(""), Text("Also Lyon.")]))
     await build("anthropic", headers={"anthropic-beta": "b1"}).complete(request, "claude-test")
@@ -280,7 +319,8 @@ async def test_anthropic_translates_a_request(fake: FakeUpstream, build: Build) 
 
 
 async def test_anthropic_sends_the_callers_max_tokens_and_streams(fake: FakeUpstream, build: Build) -> None:
-    request = Request(format="chat", messages=HELLO.messages, max_tokens=77, tool_choice="auto", extra={"user": "u"})
+    choice = ToolChoice("auto", "auto", "chat")
+    request = Request(format="chat", messages=HELLO.messages, max_tokens=77, tool_choice=choice, extra={"user": "u"})
     await events(build("anthropic", default_max_tokens=1000), request)
     assert fake.requests[0].body == {
         "model": "m",
@@ -302,6 +342,7 @@ async def test_anthropic_counts_cache_reads_as_input(fake: FakeUpstream, build: 
 async def test_anthropic_stream_events(fake: FakeUpstream, build: Build) -> None:
     fake.script(text="Sure thing", tool_calls=[{"id": "toolu_1", "name": "now"}], usage=(12, 8, 0))
     assert await events(build("anthropic")) == [
+        UsageReport(Usage(12, 1, 0)),  # message_start's counts, with the first content
         TextDelta("Sure "),
         TextDelta("thing"),
         ToolCallStart(0, "toolu_1", "now"),
@@ -309,6 +350,45 @@ async def test_anthropic_stream_events(fake: FakeUpstream, build: Build) -> None
         Finish(FinishReason.TOOL_CALLS),
         UsageReport(Usage(12, 8, 0)),
     ]
+
+
+async def test_anthropic_reports_input_tokens_with_the_first_content_not_before(
+    fake: FakeUpstream, build: Build
+) -> None:
+    """A stream that fails after message_start but before any content has not started: it still raises on the first
+    event, so the relay can fall back."""
+    fake.script(text="Hi", fail_after=2, error="Overloaded")
+    assert (await failure(anext(build("anthropic").stream(HELLO, "m")))).status == 529
+
+
+def anthropic_mock(body: bytes) -> AnthropicUpstream:
+    reply = httpx.Response(200, content=body, headers={"content-type": "application/json"})
+    return AnthropicUpstream("mock", base_url="http://upstream.test", transport=httpx.MockTransport(lambda _: reply))
+
+
+async def test_anthropic_carries_the_matched_stop_sequence() -> None:
+    whole = orjson.dumps({
+        "type": "message", "model": "c", "content": [{"type": "text", "text": "Hi"}],
+        "stop_reason": "stop_sequence", "stop_sequence": "END", "usage": {"input_tokens": 3, "output_tokens": 1},
+    })  # fmt: skip
+    result = await anthropic_mock(whole).complete(HELLO, "m")
+    assert (result.finish_reason, result.stop_sequence) == (FinishReason.STOP_SEQUENCE, "END")
+    frames = [
+        {"type": "message_start", "message": {"usage": {"input_tokens": 3, "output_tokens": 1}}},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": "Hi"}},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "message_delta", "delta": {"stop_reason": "stop_sequence", "stop_sequence": "END"},
+         "usage": {"output_tokens": 1}},
+        {"type": "message_stop"},
+    ]  # fmt: skip
+    got = await events(anthropic_mock(b"".join(b"data: " + orjson.dumps(f) + b"\n\n" for f in frames)))
+    assert got == [
+        UsageReport(Usage(3, 1, None)),
+        TextDelta("Hi"),
+        Finish(FinishReason.STOP_SEQUENCE, "END"),
+        UsageReport(Usage(3, 1, None)),
+    ]
+    assert fold(got).stop_sequence == "END"
 
 
 # --- Failures -------------------------------------------------------------------------------------------------------
@@ -424,7 +504,7 @@ async def test_a_cut_stream_raises_while_iterating(fake: FakeUpstream, build: Bu
     with pytest.raises(UpstreamError) as caught:
         async for event in build(kind).stream(HELLO, "m"):
             got.append(event)
-    assert got == [TextDelta("Hello "), TextDelta("from ")]
+    assert [e for e in got if not isinstance(e, UsageReport)] == [TextDelta("Hello "), TextDelta("from ")]
     assert caught.value.kind == "protocol"
 
 
@@ -437,7 +517,7 @@ async def test_an_error_event_mid_stream_raises(
     with pytest.raises(UpstreamError) as caught:
         async for event in build(kind).stream(HELLO, "m"):
             got.append(event)
-    assert got and all(isinstance(e, TextDelta) for e in got)
+    assert got and all(isinstance(e, TextDelta | UsageReport) for e in got)
     assert (caught.value.message, caught.value.status, caught.value.retryable) == ("Overloaded", status, True)
 
 
@@ -446,7 +526,11 @@ async def test_closing_the_stream_cancels_the_upstream_request(build: Build, kin
     with FakeUpstream() as own:
         own.script(text="word " * 100, chunk_delay=0.05)
         stream = build(kind, server=own).stream(HELLO, "m")
-        assert await anext(stream) == TextDelta("word ")
+        first = await anext(stream)
+        if kind == "anthropic":  # message_start's counts come first, with the first content
+            assert isinstance(first, UsageReport)
+            first = await anext(stream)
+        assert first == TextDelta("word ")
         await stream.aclose()  # type: ignore[attr-defined]
         await eventually(lambda: own.disconnects == 1)
 

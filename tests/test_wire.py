@@ -31,10 +31,12 @@ from handlers.canonical import (
     ToolCall,
     ToolCallDelta,
     ToolCallStart,
+    ToolChoice,
     ToolResult,
     Unknown,
     Usage,
     UsageReport,
+    fold,
 )
 from handlers.errors import ApiError
 from handlers.glue import validation_error
@@ -53,6 +55,11 @@ def parse(fmt: str, body: dict[str, Any]) -> Request:
     except pydantic.ValidationError as exc:
         raise validation_error(exc) from None
     return MODULES[fmt].parse(model)
+
+
+def render(fmt: str, result: Result, request: Request | None = None) -> dict[str, Any]:
+    """A whole answer as `fmt` renders it, for `request` or a plain request of that format."""
+    return MODULES[fmt].render(result, ANSWER, request or parse(fmt, REQUESTS[fmt]))
 
 
 def bad(fmt: str, body: dict[str, Any]) -> ApiError:
@@ -132,7 +139,8 @@ def test_chat_parse_fields() -> None:
         Tool("weather", "d", {"type": "object"}, weather, "chat"),
         Tool("", None, {}, custom, "chat"),
     ]
-    assert request.tool_choice == {"type": "function", "function": {"name": "weather"}}
+    choice = {"type": "function", "function": {"name": "weather"}}
+    assert request.tool_choice == ToolChoice("tool", choice, "chat", name="weather")
     assert request.response_format == {"type": "json_object"}
     assert request.extra == {"n": 1, "user": "u1"}
 
@@ -266,12 +274,59 @@ def test_messages_parse_fields() -> None:
         },
     )
     assert (request.model, request.max_tokens, request.temperature, request.stream) == ("m", 256, 1.0, True)
-    assert (request.stop, request.top_p, request.tool_choice) == (["\n\n"], 0.5, {"type": "auto"})
+    assert (request.stop, request.top_p) == (["\n\n"], 0.5)
+    assert request.tool_choice == ToolChoice("auto", {"type": "auto"}, "messages")
     assert request.tools == [
         Tool("f", "d", {"type": "object"}, tool, "messages"),
         Tool("", None, {}, search, "messages"),
     ]
     assert request.extra == {"metadata": {"user_id": "u"}, "top_k": 5}
+
+
+NAMED = {
+    "chat": {"type": "function", "function": {"name": "f"}},
+    "responses": {"type": "function", "name": "f"},
+    "messages": {"type": "tool", "name": "f"},
+}
+
+
+@pytest.mark.parametrize(
+    ("fmt", "fields", "expected"),
+    [
+        *[(fmt, {"tool_choice": NAMED[fmt]}, ("tool", "f", None)) for fmt in NAMED],
+        *[
+            (fmt, {"tool_choice": word}, (word, None, None))
+            for fmt in ("chat", "responses")
+            for word in ("auto", "none", "required")
+        ],
+        ("messages", {"tool_choice": {"type": "any", "disable_parallel_tool_use": True}}, ("required", None, False)),
+        ("messages", {"tool_choice": {"type": "none"}}, ("none", None, None)),
+        ("chat", {"tool_choice": "required", "parallel_tool_calls": False}, ("required", None, False)),
+        ("responses", {"parallel_tool_calls": True}, ("auto", None, True)),
+        # Forms no other format can say, or not a tool choice at all: kept, never refused, for a same-format upstream.
+        (
+            "chat",
+            {"tool_choice": {"type": "allowed_tools", "allowed_tools": {"mode": "auto", "tools": []}}},
+            (None, None, None),
+        ),
+        ("responses", {"tool_choice": {"type": "web_search_preview"}}, (None, None, None)),
+        ("responses", {"tool_choice": {"type": "function"}}, (None, None, None)),
+        ("messages", {"tool_choice": "auto"}, (None, None, None)),
+        ("messages", {"tool_choice": {"type": "tool", "name": ""}}, (None, None, None)),
+        ("chat", {"tool_choice": 7}, (None, None, None)),
+    ],
+)
+def test_tool_choice_parse(fmt: str, fields: dict[str, Any], expected: tuple[Any, ...]) -> None:
+    choice = parse(fmt, {**REQUESTS[fmt], **fields}).tool_choice
+    assert choice is not None and (choice.mode, choice.name, choice.parallel) == expected
+    assert (choice.raw, choice.format, choice.portable) == (fields.get("tool_choice"), fmt, expected[0] is not None)
+    if "parallel_tool_calls" in fields:  # kept for a same-format upstream as well
+        assert parse(fmt, {**REQUESTS[fmt], **fields}).extra["parallel_tool_calls"] == fields["parallel_tool_calls"]
+
+
+@pytest.mark.parametrize("fmt", MODULES)
+def test_no_tool_choice(fmt: str) -> None:
+    assert parse(fmt, REQUESTS[fmt]).tool_choice is None
 
 
 def test_messages_parse_refuses_a_system_turn_as_anthropic_does() -> None:
@@ -321,7 +376,8 @@ def test_responses_parse_string_input_and_fields() -> None:
     )
     assert request.messages == [Message("user", [Text("Hello")])]
     assert (request.system, request.max_tokens, request.temperature, request.effort) == ("Be kind.", 100, 0.2, "medium")
-    assert (request.stream, request.top_p, request.tool_choice) == (True, 0.3, "required")
+    assert (request.stream, request.top_p, request.instructions) == (True, 0.3, "Be kind.")
+    assert request.tool_choice == ToolChoice("required", "required", "responses")
     assert request.tools == [
         Tool("f", "d", {"type": "object"}, tool, "responses"),
         Tool("", None, {}, search, "responses"),
@@ -397,7 +453,7 @@ OUR_TYPES = {"chat": g.ChatCompletion, "messages": g.Message, "responses": g.Res
 @pytest.mark.parametrize("fmt", MODULES)
 @pytest.mark.parametrize("case", RESULTS)
 def test_render_validates(fmt: str, case: str) -> None:
-    rendered = MODULES[fmt].render(RESULTS[case], ANSWER)
+    rendered = render(fmt, RESULTS[case])
     OUR_TYPES[fmt].model_validate(rendered)
     SDK_TYPES[fmt].model_validate(rendered)
     assert rendered["model"] == "pub/model"
@@ -405,7 +461,7 @@ def test_render_validates(fmt: str, case: str) -> None:
 
 
 def test_render_chat() -> None:
-    rendered = chat.render(RESULTS["tools"], ANSWER)
+    rendered = render("chat", RESULTS["tools"])
     assert (rendered["id"], rendered["object"], rendered["created"]) == (
         "chatcmpl-dec123",
         "chat.completion",
@@ -416,7 +472,7 @@ def test_render_chat() -> None:
     assert choice["message"]["tool_calls"] == [
         {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'}}
     ]
-    text = chat.render(RESULTS["text"], ANSWER)
+    text = render("chat", RESULTS["text"])
     assert "tool_calls" not in text["choices"][0]["message"]
     assert text["usage"] == {
         "prompt_tokens": 10,
@@ -424,13 +480,13 @@ def test_render_chat() -> None:
         "total_tokens": 15,
         "prompt_tokens_details": {"cached_tokens": 2},
     }
-    finishes = [chat.render(RESULTS[c], ANSWER)["choices"][0]["finish_reason"] for c in ("length", "filter", "unknown")]
+    finishes = [render("chat", RESULTS[c])["choices"][0]["finish_reason"] for c in ("length", "filter", "unknown")]
     assert finishes == ["length", "content_filter", "stop"]
-    assert chat.render(RESULTS["unknown"], ANSWER)["choices"][0]["message"]["content"] == ""
+    assert render("chat", RESULTS["unknown"])["choices"][0]["message"]["content"] == ""
 
 
 def test_render_messages() -> None:
-    rendered = messages.render(RESULTS["both"], ANSWER)
+    rendered = render("messages", RESULTS["both"])
     assert (rendered["id"], rendered["stop_reason"], rendered["stop_sequence"]) == ("msg_dec123", "tool_use", None)
     assert rendered["content"] == [
         {"type": "text", "text": "Checking."},
@@ -438,44 +494,68 @@ def test_render_messages() -> None:
         {"type": "tool_use", "id": "call_2", "name": "f", "input": {}},
     ]
     # Anthropic counts cache reads apart from input_tokens.
-    assert messages.render(RESULTS["text"], ANSWER)["usage"] == {
+    assert render("messages", RESULTS["text"])["usage"] == {
         "input_tokens": 8,
         "output_tokens": 5,
         "cache_read_input_tokens": 2,
     }
-    empty = messages.render(RESULTS["unknown"], ANSWER)
+    empty = render("messages", RESULTS["unknown"])
     assert empty["content"] == [{"type": "text", "text": ""}] and empty["usage"] == {
         "input_tokens": 0,
         "output_tokens": 0,
     }
-    stops = [messages.render(RESULTS[c], ANSWER)["stop_reason"] for c in ("text", "length", "filter", "unknown")]
+    stops = [render("messages", RESULTS[c])["stop_reason"] for c in ("text", "length", "filter", "unknown")]
     assert stops == ["end_turn", "max_tokens", "refusal", "end_turn"]
 
 
+@pytest.mark.parametrize("sequence", ["END", None])  # None: the upstream did not say which
+def test_a_stop_sequence_is_told_to_messages_callers_only(sequence: str | None) -> None:
+    result = Result([Text("Hi")], FinishReason.STOP_SEQUENCE, Usage(1, 1), stop_sequence=sequence)
+    rendered = render("messages", result)
+    assert (rendered["stop_reason"], rendered["stop_sequence"]) == ("stop_sequence", sequence)
+    anthropic_types.Message.model_validate(rendered)
+    assert render("chat", result)["choices"][0]["finish_reason"] == "stop"
+    assert (render("responses", result)["status"], render("responses", result)["incomplete_details"]) == (
+        "completed",
+        None,
+    )
+    plain = Result([Text("Hi")], FinishReason.STOP, Usage(1, 1), stop_sequence="END")  # a sequence without the reason
+    assert render("messages", plain)["stop_sequence"] is None
+
+
 def test_render_responses() -> None:
-    rendered = responses.render(RESULTS["both"], ANSWER)
+    rendered = render("responses", RESULTS["both"])
     assert (rendered["id"], rendered["status"], rendered["output_text"]) == ("resp_dec123", "completed", "Checking.")
     assert rendered["created_at"] == ANSWER.created and rendered["incomplete_details"] is None
     message, first, second = rendered["output"]
     assert message["id"] == "msg_dec123" and message["content"][0]["text"] == "Checking."
     assert (first["id"], first["call_id"], first["arguments"]) == ("fc_dec123_0", "call_1", '{"city":"Paris"}')
     assert second["id"] == "fc_dec123_1"
-    assert [item["type"] for item in responses.render(RESULTS["tools"], ANSWER)["output"]] == ["function_call"]
-    length = responses.render(RESULTS["length"], ANSWER)
+    assert [item["type"] for item in render("responses", RESULTS["tools"])["output"]] == ["function_call"]
+    length = render("responses", RESULTS["length"])
     assert (length["status"], length["incomplete_details"]) == ("incomplete", {"reason": "max_output_tokens"})
-    usage = responses.render(RESULTS["text"], ANSWER)["usage"]
+    usage = render("responses", RESULTS["text"])["usage"]
     assert (usage["input_tokens"], usage["output_tokens"], usage["total_tokens"]) == (10, 5, 15)
     assert usage["input_tokens_details"]["cached_tokens"] == 2
-    assert responses.render(RESULTS["unknown"], ANSWER)["output_text"] == ""
+    assert render("responses", RESULTS["unknown"])["output_text"] == ""
 
 
 def test_render_responses_echoes_the_request() -> None:
     tool = {"type": "function", "name": "f", "parameters": {"type": "object"}, "strict": False}
     request = parse("responses", {"input": "x", "temperature": 0.3, "tools": [tool], "tool_choice": "none"})
-    rendered = responses.render(RESULTS["text"], ANSWER, request)
+    rendered = render("responses", RESULTS["text"], request)
     openai_responses.Response.model_validate(rendered)
     assert (rendered["temperature"], rendered["tools"], rendered["tool_choice"]) == (0.3, [tool], "none")
-    foreign = responses.render(RESULTS["text"], ANSWER, parse("chat", {"messages": USER, "tools": [{"type": "x"}]}))
+    assert (rendered["instructions"], rendered["parallel_tool_calls"]) == (None, True)
+    body = {"input": "x", "instructions": "  Be kind.  ", "parallel_tool_calls": False, "max_output_tokens": 9}
+    rendered = render("responses", RESULTS["text"], parse("responses", body))
+    assert (rendered["instructions"], rendered["parallel_tool_calls"], rendered["max_output_tokens"]) == (
+        "  Be kind.  ",
+        False,
+        9,
+    )
+    assert rendered["tool_choice"] == "auto"  # not said, so not echoed
+    foreign = render("responses", RESULTS["text"], parse("chat", {"messages": USER, "tools": [{"type": "x"}]}))
     assert foreign["tools"] == [] and foreign["tool_choice"] == "auto"
 
 
@@ -618,9 +698,7 @@ def test_responses_stream_frames() -> None:
     completed = events[-1]["response"]
     assert (completed["status"], completed["incomplete_details"]) == ("incomplete", {"reason": "max_output_tokens"})
     assert completed["output_text"] == "Hi there" and completed["usage"]["total_tokens"] == 5
-    assert completed == responses.render(
-        Result([Text("Hi there")], FinishReason.LENGTH, Usage(3, 2)), ANSWER, parse("responses", REQUESTS["responses"])
-    )
+    assert completed == render("responses", Result([Text("Hi there")], FinishReason.LENGTH, Usage(3, 2)))
 
 
 def test_responses_stream_without_text() -> None:
@@ -675,6 +753,29 @@ def test_messages_stream_frames() -> None:
     assert events[0]["message"]["usage"] == {"input_tokens": 0, "output_tokens": 0}
     assert events[-2]["delta"] == {"stop_reason": "max_tokens", "stop_sequence": None}
     assert events[-2]["usage"] == {"input_tokens": 3, "output_tokens": 2}
+
+
+def test_messages_stream_starts_with_the_input_tokens_an_upstream_reports_first() -> None:
+    early = [UsageReport(Usage(40, 1, 30)), TextDelta("Hi"), Finish(FinishReason.STOP_SEQUENCE, "END"),
+             UsageReport(Usage(40, 6, 30))]  # fmt: skip
+    events = events_of(stream("messages", early))
+    assert [e["type"] for e in events][:2] == ["message_start", "content_block_start"]
+    assert events[0]["message"]["usage"] == {"input_tokens": 10, "output_tokens": 1, "cache_read_input_tokens": 30}
+    assert events[-2]["delta"] == {"stop_reason": "stop_sequence", "stop_sequence": "END"}
+    with anthropic_client(stream("messages", early)).messages.stream(model="m", max_tokens=8, messages=USER) as s:
+        final = s.get_final_message()
+    assert (final.stop_reason, final.stop_sequence, final.usage.output_tokens) == ("stop_sequence", "END", 6)
+    renderer = messages.StreamRenderer(ANSWER, parse("messages", REQUESTS["messages"]))
+    assert renderer.start() + renderer.event(UsageReport(Usage(1, 0))) == b""  # message_start waits for content
+    assert [e["type"] for e in events_of(renderer.error(ApiError(502, "upstream_error", "x")))] == [
+        "message_start",
+        "error",
+    ]
+
+
+def test_fold_keeps_the_stop_sequence() -> None:
+    result = fold([TextDelta("a"), Finish(FinishReason.STOP_SEQUENCE, "END")])
+    assert (result.text(), result.finish_reason, result.stop_sequence) == ("a", FinishReason.STOP_SEQUENCE, "END")
 
 
 def test_messages_stream_without_text() -> None:
@@ -826,7 +927,7 @@ def test_every_format_parses_to_the_same_conversation(source: str) -> None:
 def test_round_trip(source: str, target: str) -> None:
     """Parse format A, answer with its assistant turn rendered in format B, and read that answer back as B."""
     turn = parse(source, CONVERSATIONS[source]).messages[1]
-    rendered = MODULES[target].render(Result(turn.content, FinishReason.TOOL_CALLS, Usage(7, 3)), ANSWER)
+    rendered = render(target, Result(turn.content, FinishReason.TOOL_CALLS, Usage(7, 3)))
     sdk = SDK_TYPES[target].model_validate(rendered)
     assert sdk.model == "pub/model"
     back = parse(target, follow_up(target, rendered))

@@ -51,8 +51,12 @@ class PostgresStore(SQLStore):
     async def open(self, *, target: int | None = None) -> None:
         """Connect and migrate (up to schema version `target`, for tests; None = all)."""
         self._pool = await asyncpg.create_pool(self.url, min_size=self.min_size, max_size=self.max_size)
-        async with self._pool.acquire() as conn:
-            self.migrated = tuple(await migrate_postgres(conn, target))
+        try:
+            async with self._pool.acquire() as conn:
+                self.migrated = tuple(await migrate_postgres(conn, target))
+        except BaseException:
+            await self.close()
+            raise
 
     async def close(self) -> None:
         if self._pool is not None:

@@ -21,6 +21,7 @@ from .values import (
     apply_key_changes,
     as_money,
     fmt_money,
+    key_row,
     new_id,
     period_floor,
     to_decision,
@@ -72,21 +73,6 @@ class Conn(Protocol):
         """Run one statement; return the number of rows it changed."""
 
     async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None: ...
-
-
-def key_row(key: Key) -> dict[str, Any]:
-    """The columns of `keys` (but the secret's hash) for a Key."""
-    lim = key.limits
-    return {
-        "id": key.id, "workspace_id": key.workspace_id, "name": key.name, "hint": key.hint,
-        "scopes": json.dumps(list(key.scopes)),
-        "models": None if key.models is None else json.dumps(list(key.models)),
-        "policy": key.policy, "expires_at": key.expires_at, "created_at": key.created_at,
-        "last_used_at": key.last_used_at, "revoked_at": key.revoked_at,
-        "budget": lim.budget, "budget_period": lim.budget_period, "rpm": lim.rpm, "tpm": lim.tpm,
-        "spend_total": key.spend_total, "spend_period": key.spend_period, "period_start": key.period_start,
-        "reserved": key.reserved,
-    }  # fmt: skip
 
 
 def check_budget(key: Key, amount: Decimal) -> None:

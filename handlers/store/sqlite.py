@@ -38,6 +38,20 @@ def _bind(args: Sequence[Any]) -> tuple[Any, ...]:
     return tuple(str(a) if isinstance(a, Decimal) else iso(a) if isinstance(a, datetime) else a for a in args)
 
 
+async def _set_wal(db: aiosqlite.Connection) -> None:
+    """Switch to WAL. Processes opening a new file together can get "database is locked" here at once (the
+    switch does not wait on busy_timeout), so retry until the timeout; once a file is in WAL this is a no-op."""
+    deadline = asyncio.get_running_loop().time() + BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            await db.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or asyncio.get_running_loop().time() > deadline:
+                raise
+            await asyncio.sleep(0.01)
+
+
 class _Conn:
     __slots__ = ("_db",)
 
@@ -69,17 +83,26 @@ class SQLiteStore(SQLStore):
 
     async def _connect(self) -> aiosqlite.Connection:
         db = await aiosqlite.connect(self.path, isolation_level=None)  # autocommit: BEGIN is explicit
-        db.row_factory = sqlite3.Row
-        for pragma in (f"busy_timeout = {BUSY_TIMEOUT_MS}", "journal_mode = WAL", "foreign_keys = ON"):
-            await db.execute(f"PRAGMA {pragma}")
+        try:
+            db.row_factory = sqlite3.Row
+            await db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            await _set_wal(db)
+            await db.execute("PRAGMA foreign_keys = ON")
+        except BaseException:
+            await db.close()
+            raise
         return db
 
     async def open(self, *, target: int | None = None) -> None:
         """Connect and migrate (up to schema version `target`, for tests; None = all)."""
-        self._writer = await self._connect()
-        self.migrated = tuple(await migrate_sqlite(self._writer, target))
-        # An in-memory database exists once per connection: there it is read through the writer.
-        self._reader = self._writer if self.path in ("", ":memory:") else await self._connect()
+        try:
+            self._writer = await self._connect()
+            self.migrated = tuple(await migrate_sqlite(self._writer, target))
+            # An in-memory database exists once per connection: there it is read through the writer.
+            self._reader = self._writer if self.path in ("", ":memory:") else await self._connect()
+        except BaseException:
+            await self.close()
+            raise
 
     async def close(self) -> None:
         for db in {id(c): c for c in (self._reader, self._writer) if c is not None}.values():

@@ -142,6 +142,21 @@ def to_key(row: Any) -> Key:
     )  # fmt: skip
 
 
+def key_row(key: Key) -> dict[str, Any]:
+    """The columns of `keys` (but the secret's hash) for a Key."""
+    lim = key.limits
+    return {
+        "id": key.id, "workspace_id": key.workspace_id, "name": key.name, "hint": key.hint,
+        "scopes": json.dumps(list(key.scopes)),
+        "models": None if key.models is None else json.dumps(list(key.models)),
+        "policy": key.policy, "expires_at": key.expires_at, "created_at": key.created_at,
+        "last_used_at": key.last_used_at, "revoked_at": key.revoked_at,
+        "budget": lim.budget, "budget_period": lim.budget_period, "rpm": lim.rpm, "tpm": lim.tpm,
+        "spend_total": key.spend_total, "spend_period": key.spend_period, "period_start": key.period_start,
+        "reserved": key.reserved,
+    }  # fmt: skip
+
+
 def to_decision(record: dict[str, Any]) -> tuple[Any, ...]:
     """(id, created_at, workspace_id, key_id, JSON) for the decisions table."""
     for required in ("id", "created_at"):

@@ -23,6 +23,7 @@ from handlers.canonical import (
     ToolCall,
     ToolCallDelta,
     ToolCallStart,
+    ToolChoice,
     ToolResult,
     Unknown,
     Usage,
@@ -35,11 +36,14 @@ PATH = "/v1/messages"
 
 STOP_REASONS = {
     "end_turn": FinishReason.STOP,
-    "stop_sequence": FinishReason.STOP,
+    "stop_sequence": FinishReason.STOP_SEQUENCE,
     "max_tokens": FinishReason.LENGTH,
     "tool_use": FinishReason.TOOL_CALLS,
     "refusal": FinishReason.CONTENT_FILTER,
 }
+
+# A canonical tool choice as Anthropic's tool_choice type.
+TOOL_CHOICES = {"auto": "auto", "none": "none", "required": "any", "tool": "tool"}
 
 _EMPTY_SCHEMA = {"type": "object", "properties": {}}
 
@@ -105,9 +109,12 @@ class AnthropicUpstream(HttpUpstream):
         tools = [_tool(t) for t in request.tools or () if t.format == "messages" or t.portable]
         if tools:
             body["tools"] = tools
+        choice = request.tool_choice
         if request.format == "messages":
-            body.update(present(tool_choice=request.tool_choice))
+            body.update(present(tool_choice=choice.raw if choice else None))
             merge_extra(body, request.extra)
+        elif tools and choice and choice.portable:  # Anthropic refuses a tool choice without tools
+            body["tool_choice"] = _tool_choice(choice)
         return body
 
 
@@ -175,6 +182,14 @@ def _tool(tool: Tool) -> dict[str, Any]:
     }
 
 
+def _tool_choice(choice: ToolChoice) -> dict[str, Any]:
+    """Another format's tool choice; "at most one call" (parallel_tool_calls false) goes inside it."""
+    out = {"type": TOOL_CHOICES[choice.mode or "auto"], **present(name=choice.name)}
+    if choice.parallel is False and choice.mode != "none":
+        out["disable_parallel_tool_use"] = True
+    return out
+
+
 def _result(answer: dict[str, Any]) -> Result:
     content: list[Block] = []
     for block in answer["content"]:
@@ -188,7 +203,13 @@ def _result(answer: dict[str, Any]) -> Result:
         finish_reason=STOP_REASONS.get(answer.get("stop_reason"), FinishReason.UNKNOWN),
         usage=_usage(answer.get("usage") or {}),
         upstream_model=answer.get("model"),
+        stop_sequence=_stop_sequence(answer),
     )
+
+
+def _stop_sequence(fields: dict[str, Any]) -> str | None:
+    sequence = fields.get("stop_sequence")
+    return sequence if isinstance(sequence, str) else None
 
 
 def _usage(raw: dict[str, Any]) -> Usage:
@@ -201,19 +222,27 @@ def _usage(raw: dict[str, Any]) -> Usage:
 
 
 class _EventReader:
-    """Turns Messages stream events into canonical events. Usage arrives in two halves and is reported at the end."""
+    """Turns Messages stream events into canonical events. Usage arrives in two halves: message_start's (the input
+    counts) is reported with the first content, and the whole at the end."""
 
     def __init__(self) -> None:
         self._tools: dict[int, int] = {}  # content block index -> tool call index (tool calls count from 0)
         self._with_arguments: set[int] = set()
         self._usage: dict[str, Any] = {}
+        self._early: Usage | None = None  # message_start's usage, until content comes
 
     def read(self, kind: str, payload: dict[str, Any]) -> list[Event]:
         handler = self._HANDLERS.get(kind)
-        return handler(self, payload) if handler else []  # ping, and event types added later
+        events = handler(self, payload) if handler else []  # ping, and event types added later
+        if events and self._early is not None:
+            # Not at message_start itself: a stream that fails before any content has not started, and falls back.
+            events.insert(0, UsageReport(self._early))
+            self._early = None
+        return events
 
     def _message_start(self, payload: dict[str, Any]) -> list[Event]:
         self._add_usage((payload.get("message") or {}).get("usage"))
+        self._early = _usage(self._usage) if "input_tokens" in self._usage else None
         return []
 
     def _block_start(self, payload: dict[str, Any]) -> list[Event]:
@@ -244,8 +273,9 @@ class _EventReader:
 
     def _message_delta(self, payload: dict[str, Any]) -> list[Event]:
         self._add_usage(payload.get("usage"))
-        reason = (payload.get("delta") or {}).get("stop_reason")
-        return [Finish(STOP_REASONS.get(reason, FinishReason.UNKNOWN))] if reason else []
+        delta = payload.get("delta") or {}
+        reason = delta.get("stop_reason")
+        return [Finish(STOP_REASONS.get(reason, FinishReason.UNKNOWN), _stop_sequence(delta))] if reason else []
 
     def _message_stop(self, payload: dict[str, Any]) -> list[Event]:
         return [UsageReport(_usage(self._usage))]

@@ -20,6 +20,7 @@ from handlers.canonical import (
     ToolCall,
     ToolCallDelta,
     ToolCallStart,
+    ToolChoice,
     ToolResult,
     Unknown,
     Usage,
@@ -36,6 +37,9 @@ FINISH_REASONS = {
     "function_call": FinishReason.TOOL_CALLS,
     "content_filter": FinishReason.CONTENT_FILTER,
 }
+
+# A canonical tool choice in chat's words; "tool" names its tool in an object instead.
+TOOL_CHOICES = {"auto": "auto", "none": "none", "required": "required"}
 
 
 class OpenAIUpstream(HttpUpstream):
@@ -86,10 +90,20 @@ def chat_body(request: Request, model: str) -> dict[str, Any]:
     tools = [_tool(t) for t in request.tools or () if t.format == "chat" or t.portable]
     if tools:
         body["tools"] = tools
+    choice = request.tool_choice
     if request.format == "chat":
-        body.update(present(tool_choice=request.tool_choice, response_format=request.response_format))
+        raw_choice = choice.raw if choice else None
+        body.update(present(tool_choice=raw_choice, response_format=request.response_format))
         merge_extra(body, request.extra)
+    elif tools and choice and choice.portable:  # OpenAI refuses a tool choice without tools
+        body.update(_tool_choice(choice))
     return body
+
+
+def _tool_choice(choice: ToolChoice) -> dict[str, Any]:
+    """Another format's tool choice as chat's tool_choice, and "at most one call" as parallel_tool_calls."""
+    named = {"type": "function", "function": {"name": choice.name}}
+    return {"tool_choice": TOOL_CHOICES.get(choice.mode or "", named), **present(parallel_tool_calls=choice.parallel)}
 
 
 def chat_messages(request: Request) -> list[dict[str, Any]]:

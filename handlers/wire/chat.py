@@ -24,6 +24,7 @@ from handlers.canonical import (
 from handlers.errors import ApiError, bad_request
 from handlers.wire.common import (
     DONE,
+    OPENAI_CHOICES,
     TEXT_PARTS,
     StreamState,
     blocks,
@@ -33,6 +34,7 @@ from handlers.wire.common import (
     function_tool,
     join_system,
     json_text,
+    opt_bool,
     opt_float,
     opt_int,
     opt_str_list,
@@ -42,12 +44,14 @@ from handlers.wire.common import (
     split_extra,
     sse,
     text_of,
+    tool_choice,
     tool_list,
     whole,
 )
 
 FINISH_REASONS = {
     FinishReason.STOP: "stop",
+    FinishReason.STOP_SEQUENCE: "stop",
     FinishReason.LENGTH: "length",
     FinishReason.TOOL_CALLS: "tool_calls",
     FinishReason.CONTENT_FILTER: "content_filter",
@@ -79,7 +83,14 @@ def parse(body: ChatCompletionRequest) -> Request:
         stream=bool(body.stream),
         include_usage=bool(body.stream_options and body.stream_options.include_usage),
         tools=tool_list(body.tools, "chat", _tool),
-        tool_choice=read["tool_choice"],
+        # parallel_tool_calls stays in extra too: a chat upstream gets it as sent.
+        tool_choice=tool_choice(
+            read["tool_choice"],
+            "chat",
+            OPENAI_CHOICES,
+            ("function", "name"),
+            opt_bool(extra.get("parallel_tool_calls")),
+        ),
         response_format=body.response_format,
         extra=extra,
     )
@@ -161,7 +172,7 @@ def _tool(raw: dict[str, Any], where: str) -> Tool:
 # --- answer --------------------------------------------------------------------------------------------------------
 
 
-def render(result: Result, answer: Answer) -> dict[str, Any]:
+def render(result: Result, answer: Answer, request: Request) -> dict[str, Any]:
     calls = [_call(block) for block in result.content if isinstance(block, ToolCall)]
     text = result.text()
     message: dict[str, Any] = {"role": "assistant", "content": text if text or not calls else None, "refusal": None}

@@ -20,6 +20,8 @@ from handlers.canonical import (
     Tool,
     ToolCallDelta,
     ToolCallStart,
+    ToolChoice,
+    ToolChoiceMode,
     Unknown,
     Usage,
     UsageReport,
@@ -73,6 +75,10 @@ def opt_int(value: Any) -> int | None:
 
 def opt_float(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def opt_bool(value: Any) -> bool | None:
+    return value if isinstance(value, bool) else None
 
 
 def opt_str_list(value: Any) -> list[str] | None:
@@ -175,6 +181,36 @@ def tool_list(raw: Any, fmt: Format, read: Callable[[dict[str, Any], str], Tool]
     return [read(tool, f"tools.{i}") if isinstance(tool, dict) else other_tool(tool, fmt) for i, tool in enumerate(raw)]
 
 
+# How a format says a tool choice: the words it accepts as a plain string, and the types of the objects it accepts.
+ChoiceTable = tuple[Mapping[str, ToolChoiceMode], Mapping[str, ToolChoiceMode]]
+
+# The OpenAI formats: a word, or {"type": "function", ...} naming the tool.
+OPENAI_CHOICES: ChoiceTable = ({"auto": "auto", "none": "none", "required": "required"}, {"function": "tool"})
+
+
+def tool_choice(
+    raw: Any, fmt: Format, table: ChoiceTable, name_at: tuple[str, ...], parallel: bool | None
+) -> ToolChoice | None:
+    """The caller's tool_choice, read through `table`; `name_at` is where a forced choice names its tool. Never
+    validated, like tools: a choice the table does not know is kept as is for a same-format upstream and left out
+    for any other. A caller who said only `parallel` chose "auto"."""
+    if raw is None:
+        return None if parallel is None else ToolChoice("auto", None, fmt, parallel=parallel)
+    words, types = table
+    modes, word = (types, raw.get("type")) if isinstance(raw, dict) else (words, raw)
+    mode = modes.get(word) if isinstance(word, str) else None
+    name = _dig(raw, name_at) if mode == "tool" else None
+    if mode == "tool" and not (isinstance(name, str) and name):
+        mode, name = None, None
+    return ToolChoice(mode, raw, fmt, name=name, parallel=parallel)
+
+
+def _dig(value: Any, path: tuple[str, ...]) -> Any:
+    for key in path:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
+
+
 def function_tool(spec: dict[str, Any], where: str, raw: dict[str, Any], fmt: Format, schema: str) -> Tool:
     """A function tool: a name, a description and a JSON schema under `schema` (both optional)."""
     description = spec.get("description")
@@ -203,13 +239,15 @@ def other_tool(raw: Any, fmt: Format) -> Tool:
 
 
 class StreamState:
-    """What every StreamRenderer keeps: the finish reason and usage (both rendered at the end), and dispatch.
+    """What every StreamRenderer keeps: the finish reason (and stop sequence) and usage, all rendered at the end,
+    and dispatch.
 
     Subclasses write on_text, on_call_start and on_call_delta; each returns the frames it produces (maybe b"").
     """
 
     def __init__(self) -> None:
         self.reason = FinishReason.UNKNOWN
+        self.stop_sequence: str | None = None
         self.usage = Usage()
 
     def event(self, ev: Event) -> bytes:
@@ -226,6 +264,7 @@ class StreamState:
 
     def on_finish(self, ev: Finish) -> bytes:
         self.reason = ev.reason
+        self.stop_sequence = ev.stop_sequence
         return b""
 
     def on_usage(self, ev: UsageReport) -> bytes:

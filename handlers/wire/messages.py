@@ -10,6 +10,7 @@ from generated.models import AnthropicMessage, MessagesRequest
 from handlers.canonical import (
     Answer,
     Block,
+    Event,
     FinishReason,
     Message,
     Request,
@@ -21,12 +22,15 @@ from handlers.canonical import (
     ToolCall,
     ToolCallDelta,
     ToolCallStart,
+    ToolChoice,
     ToolResult,
     Usage,
+    UsageReport,
 )
 from handlers.errors import ApiError
 from handlers.wire.common import (
     TEXT_PARTS,
+    ChoiceTable,
     PartReader,
     StreamState,
     blocks,
@@ -43,12 +47,14 @@ from handlers.wire.common import (
     split_extra,
     sse,
     text_of,
+    tool_choice,
     tool_list,
     whole,
 )
 
 STOP_REASONS = {
     FinishReason.STOP: "end_turn",
+    FinishReason.STOP_SEQUENCE: "stop_sequence",
     FinishReason.LENGTH: "max_tokens",
     FinishReason.TOOL_CALLS: "tool_use",
     FinishReason.CONTENT_FILTER: "refusal",
@@ -57,6 +63,7 @@ STOP_REASONS = {
 
 _ROLES: dict[str, Role] = {"user": "user", "assistant": "assistant"}
 _READ_EXTRA = ("top_p", "stop_sequences", "tools", "tool_choice")
+_CHOICES: ChoiceTable = ({}, {"auto": "auto", "none": "none", "any": "required", "tool": "tool"})  # objects only
 
 
 # --- request -------------------------------------------------------------------------------------------------------
@@ -79,9 +86,15 @@ def parse(body: MessagesRequest) -> Request:
         stop=opt_str_list(read["stop_sequences"]),
         stream=bool(body.stream),
         tools=tool_list(read["tools"], "messages", _tool),
-        tool_choice=read["tool_choice"],
+        tool_choice=_tool_choice(read["tool_choice"]),
         extra=extra,
     )
+
+
+def _tool_choice(raw: Any) -> ToolChoice | None:
+    """Anthropic says "at most one call" inside tool_choice; the OpenAI formats say it in parallel_tool_calls."""
+    disable = raw.get("disable_parallel_tool_use") if isinstance(raw, dict) else None
+    return tool_choice(raw, "messages", _CHOICES, ("name",), None if not isinstance(disable, bool) else not disable)
 
 
 def _system(value: str | list[Any] | None) -> str | None:
@@ -141,14 +154,21 @@ def _tool(raw: dict[str, Any], where: str) -> Tool:
 # --- answer --------------------------------------------------------------------------------------------------------
 
 
-def render(result: Result, answer: Answer) -> dict[str, Any]:
+def render(result: Result, answer: Answer, request: Request) -> dict[str, Any]:
     content = [block for b in result.content if (block := _block(b)) is not None] or [_text("")]
     return {
         **_head(answer),
         "content": content,
-        "stop_reason": STOP_REASONS[result.finish_reason],
-        "stop_sequence": None,
+        **_stop(result.finish_reason, result.stop_sequence),
         "usage": usage(result.usage),
+    }
+
+
+def _stop(reason: FinishReason, sequence: str | None) -> dict[str, Any]:
+    """stop_reason, and stop_sequence: the sequence matched (null when the upstream did not say which)."""
+    return {
+        "stop_reason": STOP_REASONS[reason],
+        "stop_sequence": sequence if reason is FinishReason.STOP_SEQUENCE else None,
     }
 
 
@@ -197,34 +217,49 @@ def usage(value: Usage) -> dict[str, Any]:
 
 
 class StreamRenderer(StreamState):
-    """message_start, content blocks one after another (start, deltas, stop), message_delta, message_stop."""
+    """message_start, content blocks one after another (start, deltas, stop), message_delta, message_stop.
+
+    message_start waits for the first event other than usage, so that it carries the input tokens of an upstream
+    that reports them before its content (Anthropic does); the final counts come with message_delta.
+    """
 
     def __init__(self, answer: Answer, request: Request) -> None:
         super().__init__()
         self._answer = answer
+        self._started = False
         self._blocks = 0  # content blocks started so far
         self._open: int | None = None  # the index of the block open now
         self._text_open = False
         self._calls: dict[int, int] = {}  # canonical tool-call index -> content block index
 
     def start(self) -> bytes:
+        return b""
+
+    def event(self, ev: Event) -> bytes:
+        return (b"" if isinstance(ev, UsageReport) else self._message_start()) + super().event(ev)
+
+    def _message_start(self) -> bytes:
+        if self._started:
+            return b""
+        self._started = True
         message = {
             **_head(self._answer),
             "content": [],
             "stop_reason": None,
             "stop_sequence": None,
-            "usage": {"input_tokens": 0, "output_tokens": 0},  # counts come with message_delta
+            "usage": usage(self.usage),
         }
         return _frame("message_start", {"message": message})
 
     def finish(self) -> bytes:
         # A message with no block at all gets an empty text block: clients read content[0].
-        out = self._close() if self._blocks else self._begin(_text("")) + self._close()
-        delta = {"stop_reason": STOP_REASONS[self.reason], "stop_sequence": None}
+        out = self._message_start()
+        out += self._close() if self._blocks else self._begin(_text("")) + self._close()
+        delta = _stop(self.reason, self.stop_sequence)
         return out + _frame("message_delta", {"delta": delta, "usage": usage(self.usage)}) + _frame("message_stop", {})
 
     def error(self, err: ApiError) -> bytes:
-        return sse(err.body(), "error")
+        return self._message_start() + sse(err.body(), "error")
 
     def on_text(self, ev: TextDelta) -> bytes:
         if not ev.text:

@@ -25,6 +25,7 @@ from handlers.canonical import (
 )
 from handlers.errors import ApiError
 from handlers.wire.common import (
+    OPENAI_CHOICES,
     PartReader,
     StreamState,
     blocks,
@@ -34,6 +35,7 @@ from handlers.wire.common import (
     function_tool,
     join_system,
     json_text,
+    opt_bool,
     opt_float,
     other_tool,
     required_str,
@@ -42,6 +44,7 @@ from handlers.wire.common import (
     sse,
     text_of,
     text_part,
+    tool_choice,
     tool_list,
     whole,
 )
@@ -49,6 +52,7 @@ from handlers.wire.common import (
 # Finish reason -> (status, incomplete_details).
 STATUSES: dict[FinishReason, tuple[str, dict[str, str] | None]] = {
     FinishReason.STOP: ("completed", None),
+    FinishReason.STOP_SEQUENCE: ("completed", None),
     FinishReason.LENGTH: ("incomplete", {"reason": "max_output_tokens"}),
     FinishReason.TOOL_CALLS: ("completed", None),
     FinishReason.CONTENT_FILTER: ("incomplete", {"reason": "content_filter"}),
@@ -71,6 +75,7 @@ def parse(body: ResponsesRequest) -> Request:
         format="responses",
         messages=messages,
         system=join_system([body.instructions, *system]),
+        instructions=body.instructions,
         model=body.model,
         effort=effort(body.reasoning.effort) if body.reasoning else None,
         max_tokens=whole(body.max_output_tokens, "max_output_tokens"),
@@ -78,7 +83,9 @@ def parse(body: ResponsesRequest) -> Request:
         top_p=opt_float(read["top_p"]),
         stream=bool(body.stream),
         tools=tool_list(read["tools"], "responses", _tool),
-        tool_choice=read["tool_choice"],
+        tool_choice=tool_choice(
+            read["tool_choice"], "responses", OPENAI_CHOICES, ("name",), opt_bool(extra.get("parallel_tool_calls"))
+        ),
         extra=extra,
     )
 
@@ -147,8 +154,8 @@ def _tool(raw: dict[str, Any], where: str) -> Tool:
 # --- answer --------------------------------------------------------------------------------------------------------
 
 
-def render(result: Result, answer: Answer, request: Request | None = None) -> dict[str, Any]:
-    """The response object. With `request`, its settings are echoed as OpenAI does (temperature, tools...)."""
+def render(result: Result, answer: Answer, request: Request) -> dict[str, Any]:
+    """The response object, echoing the request's settings as OpenAI does (instructions, temperature, tools...)."""
     text = result.text()
     calls = [block for block in result.content if isinstance(block, ToolCall)]
     output = [_message(f"msg_{answer.decision_id}", text, "completed")] if text or not calls else []
@@ -162,7 +169,7 @@ def response(
     output: list[dict[str, Any]],
     reason: FinishReason | None,
     usage: Usage | None,
-    request: Request | None,
+    request: Request,
 ) -> dict[str, Any]:
     """The Response object with every field the SDK's type requires; reason None means still in progress."""
     status, incomplete = ("in_progress", None) if reason is None else STATUSES[reason]
@@ -188,21 +195,23 @@ def response(
         "top_p": None,
         "usage": None if usage is None else _usage(usage),
     }
-    if request is not None:
-        body.update(_echo(request))
-    return body
+    return body | _echo(request)
 
 
 def _echo(request: Request) -> dict[str, Any]:
     echo: dict[str, Any] = {
+        "instructions": request.instructions,
         "temperature": request.temperature,
         "top_p": request.top_p,
         "max_output_tokens": request.max_tokens,
     }
     if request.format == "responses":  # tools and tool_choice of another format would not fit the Response type
         echo["tools"] = [tool.raw for tool in request.tools or []]
-        if request.tool_choice is not None:
-            echo["tool_choice"] = request.tool_choice
+        choice = request.tool_choice
+        if choice is not None and choice.raw is not None:
+            echo["tool_choice"] = choice.raw
+        if choice is not None and choice.parallel is not None:
+            echo["parallel_tool_calls"] = choice.parallel
     return echo
 
 

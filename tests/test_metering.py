@@ -1,0 +1,181 @@
+"""Metering under concurrency, across processes: budgets, credit (402), rate limits (429), settlement."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+import yaml
+
+from tests.conftest import Live, free_port, fresh_postgres, serve, spawn, stop
+from tests.fake_upstream import FakeUpstream
+
+USER = [{"role": "user", "content": "hi"}]
+BODY = {"messages": USER, "max_tokens": 100, "model": "acme/paid"}
+# "hi" is about 5 input tokens; with 100 output tokens at 1000 a million each, the worst case is 0.105.
+WORST = Decimal("0.105")
+
+
+@pytest.fixture(scope="module")
+def fake() -> Iterator[FakeUpstream]:
+    with FakeUpstream() as f:
+        yield f
+
+
+def gateway_config(fake: FakeUpstream, store_url: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "store": {"url": store_url},
+        "upstreams": {"up": {"kind": "openai", "base_url": fake.url}},
+        "models": [{"id": "acme/paid", "upstream": "up", "name": "paid-up", "price": {"input": "1000", "output": "1000"}}],
+        **extra,
+    }
+
+
+@contextmanager
+def two_gateways(config: dict[str, Any], tmp_path: Path) -> Iterator[tuple[list[str], str]]:
+    """Two `specway serve` processes sharing one store (and Redis, when configured); their URLs and an admin key."""
+    path = tmp_path / "specway.yaml"
+    path.write_text(yaml.safe_dump(config))
+    with ExitStack() as stack:
+        urls, admin = [], ""
+        for i in range(2):
+            port = free_port()
+            proc, key = spawn(path, port, tmp_path / f"serve{i}.log")
+            stack.callback(stop, proc)
+            admin = admin or key
+            urls.append(f"http://127.0.0.1:{port}")
+        yield urls, admin
+
+
+def make_key(url: str, admin: str, credit: str, **key: Any) -> str:
+    h = {"Authorization": f"Bearer {admin}"}
+    ws = httpx.post(f"{url}/v1/workspaces", json={"name": f"ws-{uuid.uuid4().hex[:6]}", "credit": credit}, headers=h)
+    r = httpx.post(f"{url}/v1/keys", json={"name": "metered", "workspace_id": ws.json()["id"], **key}, headers=h)
+    assert r.status_code == 201, r.text
+    return str(r.json()["secret"])
+
+
+async def burst(urls: list[str], key: str, n: int, body: dict[str, Any]) -> list[httpx.Response]:
+    headers = {"Authorization": f"Bearer {key}"}
+    async with httpx.AsyncClient(headers=headers, timeout=60) as c:
+        return list(await asyncio.gather(*(c.post(f"{urls[i % len(urls)]}/v1/chat/completions", json=body)
+                                           for i in range(n))))
+
+
+def key_info(url: str, key: str) -> dict[str, Any]:
+    return dict(httpx.get(f"{url}/v1/key", headers={"Authorization": f"Bearer {key}"}).json())
+
+
+@contextmanager
+def store_url(kind: str, tmp_path: Path) -> Iterator[str]:
+    if kind == "sqlite":
+        yield f"sqlite:///{tmp_path / 'shared.db'}"
+    else:
+        with fresh_postgres() as url:
+            yield url
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+@pytest.mark.parametrize("limit", ["budget", "credit"])
+def test_fifty_concurrent_requests_never_overspend(fake: FakeUpstream, tmp_path: Path, kind: str,
+                                                   limit: str) -> None:
+    fake.reset()
+    for _ in range(60):
+        fake.script(delay=2.0)  # every reservation is taken before any request settles
+    with store_url(kind, tmp_path) as url, two_gateways(gateway_config(fake, url), tmp_path) as (urls, admin):
+        paid_for = str(WORST * 10)
+        key = (make_key(urls[0], admin, "1000", limits={"budget": paid_for}) if limit == "budget"
+               else make_key(urls[0], admin, paid_for))
+        responses = asyncio.run(burst(urls, key, 50, BODY))
+        codes = sorted(r.status_code for r in responses)
+        assert codes.count(200) == 10 and codes.count(402) == 40, codes
+        refusal = next(r for r in responses if r.status_code == 402).json()["error"]
+        assert refusal["code"] == ("budget_exceeded" if limit == "budget" else "insufficient_credit")
+        info = key_info(urls[1], key)
+        spent = Decimal(info["spend"]["total"])
+        assert Decimal(0) < spent <= Decimal(paid_for)
+        assert Decimal(info["spend"]["reserved"]) == 0 and Decimal(info["workspace"]["reserved"]) == 0
+        if limit == "credit":
+            assert Decimal(info["workspace"]["credit"]) == Decimal(paid_for) - spent >= 0
+
+
+def redis_available() -> bool:
+    try:
+        return subprocess.run(["redis-cli", "-h", "127.0.0.1", "ping"], capture_output=True, text=True,
+                              timeout=5, check=False).stdout.strip() == "PONG"
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def test_one_rate_limit_shared_by_two_processes_through_redis(fake: FakeUpstream, tmp_path: Path) -> None:
+    assert redis_available(), "Redis must run at 127.0.0.1:6379 (.ci/run starts it)"
+    fake.reset()
+    config = gateway_config(fake, f"sqlite:///{tmp_path / 's.db'}", limits={"redis_url": "redis://127.0.0.1:6379/0"})
+    with two_gateways(config, tmp_path) as (urls, admin):
+        key = make_key(urls[0], admin, "1000", limits={"rpm": 60})
+        responses = asyncio.run(burst(urls, key, 100, BODY))
+        ok = [r for r in responses if r.status_code == 200]
+        limited = [r for r in responses if r.status_code == 429]
+        assert (len(ok), len(limited)) == (60, 40)
+        for r in limited:
+            assert 1 <= int(r.headers["retry-after"]) <= 60 and int(r.headers["retry-after-ms"]) >= 0
+            assert r.headers["x-ratelimit-limit-requests"] == "60" and r.json()["error"]["code"] == "rate_limit_exceeded"
+        assert ok[0].headers["x-ratelimit-limit-requests"] == "60"
+        time.sleep(int(limited[-1].headers["retry-after"]))
+        again = httpx.post(f"{urls[1]}/v1/chat/completions", json=BODY, headers={"Authorization": f"Bearer {key}"})
+        assert again.status_code == 200, again.text
+
+
+@pytest.fixture
+def metered(fake: FakeUpstream, tmp_path: Path) -> Iterator[Live]:
+    fake.reset()
+    with serve(gateway_config(fake, f"sqlite:///{tmp_path / 'm.db'}"), tmp_path) as g:
+        yield g
+
+
+def test_the_openai_sdk_honours_retry_after_with_its_default_retries(metered: Live) -> None:
+    ws = metered.run(metered.gateway.store.create_workspace("sdk", Decimal(1000)))
+    from handlers.store.base import Limits
+
+    key = metered.create_key(workspace_id=ws.id, limits=Limits(rpm=60))
+    asyncio.run(burst([metered.url], key, 60, BODY))  # the minute's whole allowance
+    client = openai.OpenAI(base_url=f"{metered.url}/v1", api_key=key)  # default max_retries
+    reply = client.chat.completions.create(model="acme/paid", messages=USER, max_tokens=100)  # type: ignore[arg-type]
+    assert reply.choices[0].message.content
+
+
+def test_failures_and_cancelled_streams_release_their_hold(metered: Live, fake: FakeUpstream) -> None:
+    ws = metered.run(metered.gateway.store.create_workspace("settle", Decimal(10)))
+    key = metered.create_key(workspace_id=ws.id)
+    headers = {"Authorization": f"Bearer {key}"}
+    fake.script(status=500)
+    assert httpx.post(f"{metered.url}/v1/chat/completions", json=BODY, headers=headers).status_code == 502
+    info = key_info(metered.url, key)
+    assert (Decimal(info["spend"]["total"]), Decimal(info["spend"]["reserved"])) == (0, 0)
+
+    fake.script(text=" ".join(["word"] * 50), chunk_delay=0.05)
+    with httpx.stream("POST", f"{metered.url}/v1/chat/completions", json={**BODY, "stream": True},
+                      headers=headers) as r:
+        decision = r.headers["x-specway-decision-id"]
+        next(r.iter_raw())  # the first bytes, then the client goes away
+    deadline = time.monotonic() + 10
+    record: dict[str, Any] = {}
+    while time.monotonic() < deadline and not record.get("cost"):
+        time.sleep(0.2)
+        record = httpx.get(f"{metered.url}/v1/route/explain/{decision}", headers=headers).json()
+    assert record["outcome"] == "cancelled" and record["cost"] is not None
+    info = key_info(metered.url, key)
+    assert Decimal(info["spend"]["reserved"]) == 0
+    assert Decimal(info["spend"]["total"]) == Decimal(record["cost"])
+    assert Decimal(info["workspace"]["credit"]) == Decimal(10) - Decimal(record["cost"])
+    assert fake.disconnects >= 1

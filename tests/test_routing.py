@@ -1,0 +1,202 @@
+"""Routing through real upstreams: policies, effort tiers, aliases, fallbacks, cooldowns, and explain."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from generated.config import PolicySettings, ThinkingBudget
+from handlers.canonical import Message, Request, Text
+from handlers.cooldown import Cooldowns
+from handlers.routing import normalise_effort
+from handlers.store import open_store
+from tests.conftest import Live, serve
+from tests.fake_upstream import FakeUpstream
+
+USER = [{"role": "user", "content": "hi"}]
+
+
+@pytest.fixture(scope="module")
+def fakes() -> Iterator[tuple[FakeUpstream, FakeUpstream]]:
+    with FakeUpstream() as a, FakeUpstream() as b:
+        yield a, b
+
+
+def config(a: FakeUpstream, b: FakeUpstream, **extra: Any) -> dict[str, Any]:
+    return {
+        "upstreams": {
+            "a": {"kind": "openai", "base_url": a.url, "timeouts": {"connect": 1, "read": 0.5, "total": 3}},
+            "b": {"kind": "anthropic", "base_url": b.anthropic_url},
+        },
+        "models": [
+            {"id": "acme/fast", "upstream": "a", "name": "fast-up", "aliases": ["fast"]},
+            {"id": "acme/strong", "upstream": "b", "name": "strong-up", "aliases": ["strong"]},
+        ],
+        "policies": {"default": {"default_model": "fast", "effort": {"low": ["acme/fast"], "high": ["acme/strong"]},
+                                 "fallbacks": {"acme/fast": ["acme/strong"]}}},
+        **extra,
+    }
+
+
+@pytest.fixture
+def gw(fakes: tuple[FakeUpstream, FakeUpstream], tmp_path: Path) -> Iterator[Live]:
+    a, b = fakes
+    a.reset()
+    b.reset()
+    with serve(config(a, b, cooldown={"failures": 2, "window_seconds": 30, "seconds": 1}), tmp_path) as g:
+        yield g
+
+
+def post(gw: Live, path: str, body: dict[str, Any], key: str | None = None) -> httpx.Response:
+    headers = {"Authorization": f"Bearer {key or gw.key}"}
+    return httpx.post(f"{gw.url}{path}", json=body, headers=headers, timeout=10)
+
+
+def explain(gw: Live, response: httpx.Response, key: str | None = None) -> httpx.Response:
+    decision = response.headers["x-specway-decision-id"]
+    return httpx.get(f"{gw.url}/v1/route/explain/{decision}", headers={"Authorization": f"Bearer {key or gw.key}"})
+
+
+def test_effort_is_normalised_from_every_format() -> None:
+    policy = PolicySettings(thinking_budget=ThinkingBudget(low=1000, medium=5000))
+    req = Request(format="messages", messages=[Message("user", [Text("x")])])
+    assert normalise_effort(Request(format="chat", messages=[], effort="HIGH"), policy) == "high"
+    assert [normalise_effort(Request("messages", [], thinking_budget=n), policy) for n in (500, 3000, 9000)] == [
+        "low", "medium", "high"]
+    assert normalise_effort(req, policy) is None
+
+
+def test_no_model_follows_the_policy_default(gw: Live, fakes: tuple[FakeUpstream, FakeUpstream]) -> None:
+    r = post(gw, "/v1/chat/completions", {"messages": USER})
+    assert r.json()["model"] == "acme/fast" and r.headers["x-specway-model"] == "acme/fast"
+    assert fakes[0].requests[-1].body["model"] == "fast-up"
+    record = explain(gw, r).json()
+    assert record["requested_model"] is None and "default model acme/fast" in record["explanation"]
+
+
+@pytest.mark.parametrize(("path", "body"), [
+    ("/v1/chat/completions", {"messages": USER, "reasoning_effort": "{}"}),
+    ("/v1/responses", {"input": "hi", "reasoning": {"effort": "{}"}}),
+    ("/v1/messages", {"messages": USER, "max_tokens": 64, "thinking": "{}"}),
+    ("/v1/messages", {"messages": USER, "max_tokens": 64, "thinking": {"effort": "{}"}}),
+])
+@pytest.mark.parametrize(("effort", "model"), [("low", "acme/fast"), ("high", "acme/strong")])
+def test_effort_picks_the_tier_from_each_format(gw: Live, path: str, body: dict[str, Any], effort: str,
+                                                 model: str) -> None:
+    body = {k: (v.replace("{}", effort) if isinstance(v, str) else
+                {kk: vv.replace("{}", effort) for kk, vv in v.items()} if isinstance(v, dict) else v)
+            for k, v in body.items()}
+    r = post(gw, path, body)
+    assert r.status_code == 200, r.text
+    assert r.json()["model"] == model
+    assert explain(gw, r).json()["effort"] == effort
+
+
+def test_anthropic_thinking_budget_maps_to_a_tier(gw: Live) -> None:
+    body = {"messages": USER, "max_tokens": 64, "thinking": {"type": "enabled", "budget_tokens": 20000}}
+    r = post(gw, "/v1/messages", body)
+    assert r.json()["model"] == "acme/strong"
+    assert explain(gw, r).json()["effort"] == "high"
+
+
+def test_an_alias_resolves(gw: Live, fakes: tuple[FakeUpstream, FakeUpstream]) -> None:
+    r = post(gw, "/v1/chat/completions", {"messages": USER, "model": "strong"})
+    assert r.json()["model"] == "acme/strong"
+    assert fakes[1].requests[-1].body["model"] == "strong-up"
+    assert "an alias of acme/strong" in explain(gw, r).json()["explanation"]
+
+
+@pytest.mark.parametrize("fault", [{"status": 500}, {"status": 429}, {"delay": 1.5}])
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_failure_before_the_first_byte_falls_back(gw: Live, fakes: tuple[FakeUpstream, FakeUpstream],
+                                                     fault: dict[str, Any], stream: bool) -> None:
+    fakes[0].script(**fault)
+    r = post(gw, "/v1/chat/completions", {"messages": USER, "stream": stream})
+    assert r.status_code == 200, r.text
+    assert r.headers["x-specway-model"] == "acme/strong"
+    record = explain(gw, r).json()
+    attempts = [(a["model"], a["status"]) for a in record["attempts"]]
+    expected_status = fault.get("status")
+    assert attempts == [("acme/fast", expected_status), ("acme/strong", 200)]
+    assert record["attempts"][0]["error"]
+    assert "acme/fast failed before answering, so the fallback acme/strong answered" in record["explanation"]
+
+
+def test_a_failing_upstream_cools_down_and_recovers(gw: Live, fakes: tuple[FakeUpstream, FakeUpstream]) -> None:
+    a, _ = fakes
+    for _ in range(2):
+        a.script(status=503)
+        assert post(gw, "/v1/chat/completions", {"messages": USER}).headers["x-specway-model"] == "acme/strong"
+    seen = len(a.requests)
+    r = post(gw, "/v1/chat/completions", {"messages": USER})
+    assert r.headers["x-specway-model"] == "acme/strong" and len(a.requests) == seen  # a was not even tried
+    record = explain(gw, r).json()
+    assert record["candidates"][0]["verdict"] == "skipped" and "cooldown" in record["candidates"][0]["reason"]
+    assert "It was skipped (upstream a is in cooldown" in record["explanation"]
+    time.sleep(1.2)
+    r = post(gw, "/v1/chat/completions", {"messages": USER})
+    assert r.headers["x-specway-model"] == "acme/fast" and len(a.requests) == seen + 1
+
+
+def test_cooldown_counts_failures_in_a_window() -> None:
+    now = [0.0]
+    cd = Cooldowns(failures=2, window=10, seconds=5, clock=lambda: now[0])
+    assert not cd.failed("u")
+    now[0] = 11  # the first failure left the window
+    assert not cd.failed("u") and cd.remaining("u") == 0
+    assert cd.failed("u") and cd.remaining("u") == 5
+    now[0] = 16.5
+    assert cd.remaining("u") == 0
+
+
+def test_explain_is_private_to_the_workspace(gw: Live) -> None:
+    r = post(gw, "/v1/chat/completions", {"messages": USER})
+    outsider = gw.create_key(workspace_id=gw.new_workspace("outsider"))
+    assert explain(gw, r).status_code == 200
+    hidden = explain(gw, r, key=outsider)
+    unknown = httpx.get(f"{gw.url}/v1/route/explain/{'0' * 32}", headers={"Authorization": f"Bearer {outsider}"})
+    assert hidden.status_code == unknown.status_code == 404
+    assert hidden.json()["error"]["code"] == unknown.json()["error"]["code"] == "decision_not_found"
+    same_workspace = gw.create_key()
+    assert explain(gw, r, key=same_workspace).status_code == 200
+
+
+def test_explain_reads_a_streamed_request_once_it_ended(gw: Live) -> None:
+    r = post(gw, "/v1/messages", {"messages": USER, "max_tokens": 32, "stream": True})
+    assert r.status_code == 200 and b"message_stop" in r.content
+    record = explain(gw, r).json()
+    assert record["stream"] is True and record["outcome"] == "ok" and record["usage"]["output_tokens"] > 0
+    assert explain(gw, r).request.url.path.endswith(r.headers["x-specway-decision-id"])
+    prefixed = httpx.get(f"{gw.url}/v1/route/explain/msg_{record['id']}", headers=gw.headers)
+    assert prefixed.json()["id"] == record["id"]
+
+
+def test_decision_records_survive_a_graceful_shutdown(fakes: tuple[FakeUpstream, FakeUpstream],
+                                                      tmp_path: Path) -> None:
+    a, b = fakes
+    with serve(config(a, b), tmp_path) as g:
+        async def burst() -> list[str]:
+            async with httpx.AsyncClient(base_url=g.url, headers=g.headers, timeout=30) as c:
+                rs = await asyncio.gather(*(c.post("/v1/chat/completions", json={"messages": USER})
+                                            for _ in range(150)))
+            return [r.headers["x-specway-decision-id"] for r in rs if r.status_code == 200]
+
+        ids = asyncio.run(burst())
+        url = g.gateway.config.store.url  # type: ignore[union-attr]
+    assert len(ids) == 150
+
+    async def count() -> int:
+        store = open_store(url)
+        await store.open()
+        try:
+            return sum([await store.get_decision(i) is not None for i in ids])
+        finally:
+            await store.close()
+
+    assert asyncio.run(count()) == 150
