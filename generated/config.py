@@ -80,7 +80,11 @@ class Server(BaseModel):
     """
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     """
-    The least severe log level written (to stderr).
+    The least severe log level written, as JSON lines on stderr (one line per request at info).
+    """
+    drain_seconds: StrictFloat = Field(30, ge=0.0)
+    """
+    On SIGTERM, how long in-flight requests and streams may take to finish before the gateway stops; then decision records and spend are flushed and connections closed.
     """
 
 

@@ -9,7 +9,7 @@ from connexion.context import request
 
 from generated import models
 from handlers import glue
-from handlers.endpoints import admin, catalog, health, inference
+from handlers.endpoints import admin, catalog, inference, operations
 
 
 async def add_credit(workspace_id):
@@ -75,7 +75,7 @@ async def get_workspace(workspace_id):
 
 async def healthz():
     principal = None
-    return await health.healthz(principal)
+    return await operations.healthz(principal)
 
 
 async def list_keys(workspace_id=None):
@@ -93,9 +93,14 @@ async def list_workspaces():
     return await admin.list_workspaces(principal)
 
 
+async def metrics():
+    principal = None
+    return await operations.metrics(principal)
+
+
 async def readyz():
     principal = None
-    return await health.readyz(principal)
+    return await operations.readyz(principal)
 
 
 async def revoke_key(key_id):

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import logging
-import re
-from pathlib import Path
 from typing import Any
 
 import connexion
@@ -26,11 +23,11 @@ from starlette.exceptions import HTTPException
 
 from generated import routes
 from generated.config import Config
+from handlers import paths
 from handlers.errors import ApiError
 from handlers.gateway import Gateway
 from handlers.middleware import Edge
 
-SPEC = Path(__file__).resolve().parent.parent / "openapi.json"
 log = logging.getLogger("specway")
 
 # Connexion's own checks (path, method, content type, query parameters) stay; its per-request jsonschema body
@@ -74,31 +71,14 @@ async def _on_problem(_request: ConnexionRequest, exc: ProblemException) -> Conn
     return _reply(ApiError(status, _CODES.get(status, "invalid_request"), str(message), headers=dict(exc.headers or {})))
 
 
-def _allow_table(spec: dict[str, Any]) -> list[tuple[re.Pattern[str], str]]:
-    """Each spec path as a regex, with the methods the spec declares for it (for 405's Allow header)."""
-    table = []
-    for path, item in spec["paths"].items():
-        ops = [op for op in item.values() if isinstance(op, dict)]
-        slashed = {p["name"] for op in ops for p in op.get("parameters", []) if p.get("schema", {}).get("format") == "path"}
-        pattern = re.escape(path)
-        for name in re.findall(r"\{([^}]+)\}", path):
-            pattern = pattern.replace(re.escape("{" + name + "}"), ".+" if name in slashed else "[^/]+")
-        methods = sorted(m.upper() for m in item if m in ("get", "put", "post", "delete", "patch"))
-        table.append((re.compile(f"^{pattern}$"), ", ".join(methods)))
-    return table
-
-
-_ALLOW = _allow_table(json.loads(SPEC.read_text(encoding="utf-8")))
-
-
 async def _on_http(request: ConnexionRequest, exc: HTTPException) -> ConnexionResponse:
     status = exc.status_code
     messages = {404: "No such path.", 405: "This path does not allow that method."}
     message = messages.get(status) or str(exc.detail)
     headers = dict(exc.headers or {})
     if status == 405:
-        path = request.url.path
-        headers["Allow"] = next((allow for rx, allow in _ALLOW if rx.match(path)), headers.get("Allow", ""))
+        info = paths.match(request.url.path)
+        headers["Allow"] = info.methods if info else headers.get("Allow", "")
     return _reply(ApiError(status, _CODES.get(status, "invalid_request"), message, headers=headers))
 
 
@@ -118,7 +98,7 @@ def create_app(config: Config | None = None, *, gateway: Gateway | None = None) 
         validator_map={**VALIDATOR_MAP, "body": MediaTypeDict({"*/*json": _BodyParsedByRoute})},
         swagger_ui_options=SwaggerUIOptions(swagger_ui_path="/docs"),
     )
-    app.add_api(SPEC, resolver=Resolver(lambda op_id: getattr(routes, op_id)), validate_responses=False)
+    app.add_api(paths.SPEC, resolver=Resolver(lambda op_id: getattr(routes, op_id)), validate_responses=False)
     app.add_error_handler(ApiError, _on_api_error)
     app.add_error_handler(ProblemException, _on_problem)
     app.add_error_handler(HTTPException, _on_http)

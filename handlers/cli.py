@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import copy
 import os
 import sys
+import tempfile
 from typing import Any
 
 from handlers import config as config_mod
@@ -22,14 +22,22 @@ async def first_key(store: Store, _cfg: object = None) -> str | None:
     return secret
 
 
-def _logs_to_stderr() -> dict[str, Any]:
-    """uvicorn's logging, all of it on stderr: stdout carries only what a script captures (a new key)."""
-    from uvicorn.config import LOGGING_CONFIG
+def _logging(level: str) -> dict[str, Any]:
+    """Every log as JSON lines on stderr (stdout carries only what a script captures: a new key)."""
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"json": {"()": "handlers.requestlog.JsonLines"}},
+        "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "json", "stream": "ext://sys.stderr"}},
+        "root": {"handlers": ["stderr"], "level": level.upper()},
+        "loggers": {"uvicorn": {"level": level.upper()}, "uvicorn.access": {"level": "WARNING"}},
+    }
 
-    config = copy.deepcopy(LOGGING_CONFIG)
-    for handler in config["handlers"].values():
-        handler["stream"] = "ext://sys.stderr"
-    return config
+
+def _share_metrics_between_workers() -> None:
+    """prometheus-client's multiprocess mode: set before any worker imports it."""
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="specway-metrics-")
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -47,8 +55,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         os.environ[config_mod.ENV_CONFIG] = os.path.abspath(args.config)
     log_level = server.log_level  # type: ignore[union-attr]
     common: dict[str, Any] = {"host": host, "port": port, "log_level": log_level, "loop": "uvloop", "http": "httptools",
-                              "timeout_graceful_shutdown": 30, "log_config": _logs_to_stderr()}
+                              "timeout_graceful_shutdown": server.drain_seconds,  # type: ignore[union-attr]
+                              "log_config": _logging(log_level), "access_log": False}
     if workers > 1:
+        _share_metrics_between_workers()
         uvicorn.run("handlers.app:factory", factory=True, workers=workers, **common)
     else:
         from handlers.app import create_app

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import re
+import time
 import uuid
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from handlers import metrics, paths, requestlog
 from handlers.errors import ApiError
 from handlers.gateway import Gateway
 
@@ -34,17 +36,28 @@ class Edge:
             return
         request_id = _request_id(scope)
         rid = request_id.encode()
+        info = paths.match(scope["path"])
+        route = info.template if info else "unmatched"
+        fields: dict[str, Any] = {"request_id": request_id, "method": scope["method"], "route": route, "status": 500}
+        started = time.perf_counter()
 
         async def send_with_id(message: Message) -> None:
             if message["type"] == "http.response.start":
                 message["headers"] = [*message.get("headers", []), (b"x-request-id", rid)]
+                fields["status"] = message["status"]
             await send(message)
 
-        length = _content_length(scope)
-        if length is not None and length > self.limit:
-            await _send_error(send_with_id, _too_large(self.limit))  # nothing of the body is read
-            return
-        await self.app(scope, _counting(receive, self.limit), send_with_id)
+        token = requestlog.begin(fields)
+        try:
+            length = _content_length(scope)
+            if length is not None and length > self.limit:
+                await _send_error(send_with_id, _too_large(self.limit))  # nothing of the body is read
+            else:
+                await self.app(scope, _counting(receive, self.limit), send_with_id)
+        finally:
+            fields["latency_ms"] = round((time.perf_counter() - started) * 1000, 3)
+            metrics.REQUESTS.labels(route, scope["method"], str(fields["status"])).inc()
+            requestlog.end(token)
 
 
 def _request_id(scope: Scope) -> str:

@@ -17,7 +17,7 @@ from typing import TypeVar
 import anyio
 from starlette.responses import Response
 
-from handlers import gateway, routing, tokens
+from handlers import gateway, metrics, requestlog, routing, tokens
 from handlers.auth import Principal
 from handlers.canonical import Answer, Event, Request, TextDelta, UsageReport
 from handlers.catalog import Model
@@ -87,11 +87,22 @@ async def relay(principal: Principal, req: Request, wire: ModuleType) -> Respons
     return json_response(wire.render(result, answer, req), headers=_headers(decision, hold))
 
 
+def _done(gw: gateway.Gateway, decision: routing.Decision) -> None:
+    """A decision is over: its record, its metrics and its request-log fields."""
+    gw.recorder.add(decision.record())
+    metrics.observe(decision, time.perf_counter() - decision.started)
+    u = decision.usage
+    requestlog.add(decision_id=decision.id, key_id=decision.principal.key.id, format=decision.format,
+                   model=decision.answered.id if decision.answered else None, outcome=decision.outcome,
+                   input_tokens=u.input_tokens if u else None, output_tokens=u.output_tokens if u else None,
+                   cost=decision.cost, upstream_ms=round(sum(a["latency_ms"] for a in decision.attempts), 3))
+
+
 async def _fail(gw: gateway.Gateway, decision: routing.Decision, hold: Hold | None, err: ApiError) -> None:
     decision.outcome = err.code
     if hold is not None:
         await gw.meter.release(hold)
-    gw.recorder.add(decision.record())
+    _done(gw, decision)
     err.headers = {**err.headers, **_headers(decision, hold)}
 
 
@@ -101,7 +112,7 @@ async def _settle(gw: gateway.Gateway, decision: routing.Decision, hold: Hold, u
     decision.usage, decision.cost, decision.usage_estimated = charge.usage, str(charge.cost), charge.estimated
     if decision.outcome == "pending":
         decision.outcome = "ok"
-    gw.recorder.add(decision.record())
+    _done(gw, decision)
 
 
 async def _attempt(gw: gateway.Gateway, decision: routing.Decision,
@@ -116,7 +127,8 @@ async def _attempt(gw: gateway.Gateway, decision: routing.Decision,
         except UpstreamError as err:
             decision.attempt(cand, started, err.status, f"{err.kind}: {err.message}")
             if err.retryable:
-                gw.cooldowns.failed(upstream.name)
+                if gw.cooldowns.failed(upstream.name):
+                    metrics.COOLDOWNS.labels(upstream.name).inc()
                 if i + 1 < len(candidates):
                     continue
             raise upstream_failure(err, upstream.name) from None
@@ -158,6 +170,7 @@ async def _stream(gw: gateway.Gateway, decision: routing.Decision, req: Request,
         decision.outcome = "cancelled"  # until the stream ends one way or another
         chars = 0
         try:
+            metrics.FIRST_BYTE.labels(decision.format, answer.model).observe(time.perf_counter() - decision.started)
             yield renderer.start()
             async for ev in _chain(first, events):
                 if isinstance(ev, UsageReport):

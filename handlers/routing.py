@@ -50,6 +50,7 @@ class Decision:
     cost: str | None = None
     outcome: str = "pending"
     created: datetime = field(default_factory=lambda: datetime.now(UTC))
+    started: float = field(default_factory=time.perf_counter)
 
     def runnable(self) -> list[Candidate]:
         return [c for c in self.candidates if c.verdict != "skipped"]
@@ -112,14 +113,15 @@ def decide(catalog: Catalog, policies: dict[str, PolicySettings], default_policy
     d = Decision(new_decision_id(), principal, req.format, req.model, effort, policy_name, req.stream, why="")
     first, d.why, rest = _first_choice(catalog, policy, policy_name, key.models, req.model, effort)
     named = (policy.fallbacks or {}).get(first.id) or _alias_fallbacks(policy, first)
-    chain: list[Model] = []
-    for m in [*rest, *(catalog.resolve(n) for n in named)]:
-        if m is not None and m.id != first.id and m not in chain:
-            chain.append(m)
+    chain: list[tuple[Model, str]] = []
+    for m, why in [*((m, f"next in the {effort!r} tier of policy {policy_name!r}") for m in rest),
+                   *((catalog.resolve(n), f"fallback for {first.id} in policy {policy_name!r}") for n in named)]:
+        if m is not None and m.id != first.id and all(m is not seen for seen, _ in chain):
+            chain.append((m, why))
     d.candidates.append(Candidate(first, "chosen", "first choice"))
-    for m in chain:
+    for m, why in chain:
         if Catalog.allowed(m, key.models):
-            d.candidates.append(Candidate(m, "fallback", f"fallback for {first.id} in policy {policy_name}"))
+            d.candidates.append(Candidate(m, "fallback", why))
         else:
             d.candidates.append(Candidate(m, "skipped", "not allowed for this key"))
     return d

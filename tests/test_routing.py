@@ -200,3 +200,24 @@ def test_decision_records_survive_a_graceful_shutdown(fakes: tuple[FakeUpstream,
             await store.close()
 
     assert asyncio.run(count()) == 150
+
+
+def test_the_readme_worked_example_holds(tmp_path: Path) -> None:
+    config = {
+        "upstreams": {"local-a": {"kind": "echo"}, "local-b": {"kind": "echo"}},
+        "models": [{"id": "acme/fast", "upstream": "local-a", "name": "fast", "aliases": ["fast"]},
+                   {"id": "acme/strong", "upstream": "local-b", "name": "strong", "aliases": ["strong"]}],
+        "policies": {"default": {"default_model": "fast", "effort": {"low": ["acme/fast"],
+                                                                      "high": ["acme/strong", "acme/fast"]},
+                                 "fallbacks": {"acme/fast": ["acme/strong"]}}},
+    }
+    with serve(config, tmp_path) as g:
+        r = post(g, "/v1/chat/completions", {"messages": [{"role": "user", "content": "Plan a migration."}],
+                                             "reasoning_effort": "high"})
+        record = explain(g, r).json()
+    assert [(c["model"], c["verdict"], c["reason"]) for c in record["candidates"]] == [
+        ("acme/strong", "chosen", "first choice"),
+        ("acme/fast", "fallback", "next in the 'high' tier of policy 'default'")]
+    assert record["explanation"] == ("No model was named; effort 'high' picked the 'high' tier of policy 'default', "
+                                     "which chose acme/strong.")
+    assert record["usage"] == {"input_tokens": 3, "output_tokens": 4, "cached_input_tokens": 0}

@@ -1,10 +1,11 @@
-"""GET /healthz and /readyz: outside relay-key auth, for load balancers."""
+"""GET /healthz, /readyz and /metrics: outside relay-key auth, for load balancers and Prometheus."""
 
 from __future__ import annotations
 
 from starlette.responses import Response
 
 from handlers import gateway
+from handlers import metrics as metrics_mod
 from handlers.errors import ApiError
 from handlers.http import json_response
 
@@ -20,7 +21,12 @@ async def readyz(principal: None) -> Response:
     for name, ping in checks.items():
         try:
             await ping()
-        except Exception as exc:  # any failure to reach a dependency means not ready; say which, not why in detail
+        except Exception as exc:  # noqa: BLE001 - any failure to reach a dependency means not ready
             raise ApiError(503, "not_ready", f"The {name} backend cannot be reached ({type(exc).__name__}).") from None
         states[name] = "ok"
     return json_response({"status": "ok", "checks": states})
+
+
+async def metrics(principal: None) -> Response:
+    body, content_type = metrics_mod.exposition()
+    return Response(body, media_type=content_type)

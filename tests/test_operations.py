@@ -1,0 +1,160 @@
+"""Running it: metrics across workers, one JSON log line per request, and a graceful shutdown that loses nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import signal
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from handlers.store import open_store
+from tests.conftest import free_port, spawn, stop
+from tests.fake_upstream import FakeUpstream
+
+USER = [{"role": "user", "content": "a secret prompt"}]
+
+
+@pytest.fixture(scope="module")
+def fake() -> Iterator[FakeUpstream]:
+    with FakeUpstream() as f:
+        yield f
+
+
+def write_config(tmp_path: Path, fake: FakeUpstream, **server: Any) -> Path:
+    path = tmp_path / "specway.yaml"
+    path.write_text(yaml.safe_dump({
+        "server": {"log_level": "info", **server},
+        "store": {"url": f"sqlite:///{tmp_path / 's.db'}"},
+        "upstreams": {"up": {"kind": "openai", "base_url": fake.url}},
+        "models": [{"id": "acme/m", "upstream": "up", "name": "m-up", "price": {"input": "1", "output": "2"}}],
+    }))
+    return path
+
+
+def fund(url: str, key: str, amount: str = "100") -> None:
+    """Credit for the first key's workspace (the first key has every scope, admin included)."""
+    h = {"Authorization": f"Bearer {key}"}
+    ws = httpx.get(f"{url}/v1/key", headers=h).json()["workspace"]["id"]
+    assert httpx.post(f"{url}/v1/workspaces/{ws}/credit", json={"amount": amount}, headers=h).status_code == 200
+
+
+def scrape(url: str, name: str, **labels: str) -> float:
+    text = httpx.get(f"{url}/metrics").text
+    total = 0.0
+    for line in text.splitlines():
+        match = re.match(rf"^{name}\{{(.*)\}} (\S+)$", line)
+        if match and all(f'{k}="{v}"' in match[1] for k, v in labels.items()):
+            total += float(match[2])
+    return total
+
+
+def test_metrics_count_a_known_load_with_two_workers(fake: FakeUpstream, tmp_path: Path) -> None:
+    fake.reset()
+    proc, key = spawn(write_config(tmp_path, fake), free_port_holder := free_port(), tmp_path / "serve.log",
+                      "--workers", "2")
+    url = f"http://127.0.0.1:{free_port_holder}"
+    try:
+        fund(url, key)
+        async def load() -> list[httpx.Response]:
+            async with httpx.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=30) as c:
+                return list(await asyncio.gather(*(
+                    c.post(f"{url}/v1/chat/completions", json={"messages": USER, "model": "acme/m"}) for _ in range(20))))
+
+        responses = asyncio.run(load())
+        assert [r.status_code for r in responses] == [200] * 20
+        for _ in range(6):  # whichever worker answers, the count is the whole process group's
+            assert scrape(url, "specway_requests_total", route="/v1/chat/completions", status="200") == 20
+            assert scrape(url, "specway_inference_requests_total", format="chat", model="acme/m", outcome="ok") == 20
+        usage = [r.json()["usage"] for r in responses]
+        assert scrape(url, "specway_tokens_total", model="acme/m", kind="input") == sum(u["prompt_tokens"] for u in usage)
+        assert scrape(url, "specway_tokens_total", model="acme/m", kind="output") == sum(
+            u["completion_tokens"] for u in usage)
+        assert scrape(url, "specway_gateway_overhead_seconds_count", format="chat") == 20
+    finally:
+        stop(proc)
+
+
+def test_one_json_log_line_per_request_without_secrets_or_text(fake: FakeUpstream, tmp_path: Path) -> None:
+    fake.reset()
+    port = free_port()
+    log = tmp_path / "serve.log"
+    proc, key = spawn(write_config(tmp_path, fake), port, log)
+    try:
+        fund(f"http://127.0.0.1:{port}", key)
+        r = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", json={"messages": USER, "model": "acme/m"},
+                       headers={"Authorization": f"Bearer {key}", "x-request-id": "req-42"})
+        assert r.status_code == 200
+    finally:
+        stop(proc)
+    text = log.read_text()
+    lines = [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+    request = [line for line in lines if line.get("request_id") == "req-42"]
+    assert len(request) == 1
+    entry = request[0]
+    assert entry["status"] == 200 and entry["route"] == "/v1/chat/completions" and entry["model"] == "acme/m"
+    assert entry["decision_id"] == r.headers["x-specway-decision-id"] and entry["key_id"].startswith("key_")
+    assert entry["input_tokens"] > 0 and entry["latency_ms"] > 0
+    assert key not in text and "a secret prompt" not in text and "Hello from fake" not in text
+
+
+def test_sigterm_lets_twenty_streams_finish_and_loses_no_record(fake: FakeUpstream, tmp_path: Path) -> None:
+    fake.reset()
+    for _ in range(20):
+        fake.script(text=" ".join(["tok"] * 20), chunk_delay=0.1)  # each stream lasts about two seconds
+    port = free_port()
+    config = write_config(tmp_path, fake, drain_seconds=20)
+    proc, key = spawn(config, port, tmp_path / "serve.log")
+    url = f"http://127.0.0.1:{port}"
+    fund(url, key)
+    body = {"messages": USER, "model": "acme/m", "stream": True, "stream_options": {"include_usage": True}}
+
+    async def streams() -> list[tuple[str, bytes]]:
+        started = asyncio.Event()
+        count = 0
+
+        async def one(c: httpx.AsyncClient) -> tuple[str, bytes]:
+            nonlocal count
+            async with c.stream("POST", f"{url}/v1/chat/completions", json=body) as r:
+                raw = r.aiter_raw()
+                chunks = [await anext(raw)]
+                count += 1
+                if count == 20:
+                    started.set()
+                chunks += [chunk async for chunk in raw]
+                return r.headers["x-specway-decision-id"], b"".join(chunks)
+
+        async with httpx.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=60) as c:
+            tasks = [asyncio.create_task(one(c)) for _ in range(20)]
+            await asyncio.wait_for(started.wait(), 30)
+            proc.send_signal(signal.SIGTERM)  # every stream has begun; none has finished
+            return list(await asyncio.gather(*tasks))
+
+    try:
+        results = asyncio.run(streams())
+        assert proc.wait(30) in (0, -signal.SIGTERM)  # uvicorn re-raises the signal once it has shut down
+        assert "Application shutdown complete" in (tmp_path / "serve.log").read_text()
+    finally:
+        stop(proc)
+    assert all(body.rstrip().endswith(b"data: [DONE]") for _, body in results)
+
+    async def records() -> tuple[list[dict[str, Any] | None], Decimal]:
+        store = open_store(f"sqlite:///{tmp_path / 's.db'}")
+        await store.open()
+        try:
+            found = [await store.get_decision(d) for d, _ in results]
+            keys = await store.list_keys()
+            return found, sum((k.spend_total for k in keys), Decimal(0))
+        finally:
+            await store.close()
+
+    found, spend = asyncio.run(records())
+    assert all(r is not None and r["outcome"] == "ok" for r in found)
+    assert spend == sum(Decimal(r["cost"]) for r in found if r) > 0
