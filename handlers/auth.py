@@ -6,13 +6,12 @@ cached entries are trusted only that long. Unknown keys are never cached, so a n
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from handlers.errors import ApiError
+from handlers.periodic import Periodic
 from handlers.store.base import Key, Store, hash_secret
 
 _TOUCH_EVERY = 5.0  # seconds between batched last-used writes
@@ -43,7 +42,7 @@ class KeyCache:
         self._ttl = ttl
         self._entries: dict[str, tuple[Key, float]] = {}
         self._touched: dict[str, datetime] = {}
-        self._task: asyncio.Task[None] | None = None
+        self._toucher = Periodic(self.flush, _TOUCH_EVERY, "record keys' last use")
 
     async def lookup(self, secret: str) -> Key | None:
         digest = hash_secret(secret)
@@ -78,22 +77,12 @@ class KeyCache:
         self._entries = {d: e for d, e in self._entries.items() if e[0].id != key_id}
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._touch_loop())
+        self._toucher.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-        await self.flush()
+        await self._toucher.stop()
 
     async def flush(self) -> None:
         if self._touched:
             touched, self._touched = self._touched, {}
-            with contextlib.suppress(Exception):
-                await self._store.touch_keys(touched)
-
-    async def _touch_loop(self) -> None:
-        while True:
-            await asyncio.sleep(_TOUCH_EVERY)
-            await self.flush()
+            await self._store.touch_keys(touched)

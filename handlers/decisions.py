@@ -2,43 +2,41 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import logging
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from handlers.periodic import Periodic
 from handlers.store.base import Store
 
-log = logging.getLogger("specway.decisions")
 _FLUSH_EVERY = 0.25  # seconds
+_PRUNE_EVERY = 3600.0
 _BATCH = 200
 
 
 class Recorder:
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, retention_days: float = 30) -> None:
         self._store = store
+        self._retention = timedelta(days=retention_days)
         self._pending: dict[str, dict[str, Any]] = {}
-        self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self._writer = Periodic(self.flush, _FLUSH_EVERY, "write decision records")
+        self._pruner = Periodic(self.prune, _PRUNE_EVERY, "prune old decision records")
 
     def add(self, record: dict[str, Any]) -> None:
         self._pending[record["id"]] = record
         if len(self._pending) >= _BATCH:
-            self._wake.set()
+            self._writer.wake()
 
     async def get(self, decision_id: str) -> dict[str, Any] | None:
         """A record, whether still pending here or already in the store."""
         return self._pending.get(decision_id) or await self._store.get_decision(decision_id)
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._loop())
+        self._writer.start()
+        self._pruner.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-        await self.flush()
+        await self._pruner.stop()
+        await self._writer.stop()
 
     async def flush(self) -> None:
         while self._pending:
@@ -47,12 +45,5 @@ class Recorder:
             for k in batch:
                 self._pending.pop(k, None)
 
-    async def _loop(self) -> None:
-        while True:
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), _FLUSH_EVERY)
-            self._wake.clear()
-            try:
-                await self.flush()
-            except Exception:  # the store may be briefly away; records stay pending and are retried
-                log.exception("could not write decision records; will retry")
+    async def prune(self) -> int:
+        return await self._store.prune_decisions(datetime.now(UTC) - self._retention)

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
-from generated.config import Config, CooldownSettings, LimitsSettings
+from generated.config import Config, CooldownSettings, DecisionSettings, LimitsSettings
 from handlers import config as config_mod
 from handlers.auth import KeyCache
 from handlers.catalog import Catalog
@@ -37,7 +37,7 @@ class Gateway:
         self.store = store or open_store(config.store.url)  # type: ignore[union-attr]
         self.upstreams: dict[str, Upstream] = {}
         self.keys = KeyCache(self.store, ttl=float(config.server.key_cache_seconds))  # type: ignore[union-attr,arg-type]
-        self.recorder = Recorder(self.store)
+        self.recorder = Recorder(self.store, float((config.decisions or DecisionSettings()).retention_days or 30))
         cd = config.cooldown or CooldownSettings()
         self.cooldowns = Cooldowns(cd.failures or 3, float(cd.window_seconds or 60), float(cd.seconds or 0))
         limits = config.limits or LimitsSettings()
@@ -62,13 +62,14 @@ class Gateway:
         self.keys.start()
 
     async def stop(self) -> None:
-        await self.recorder.stop()
-        await self.keys.stop()
-        for up in self.upstreams.values():
-            with contextlib.suppress(Exception):
-                await up.aclose()
-        await self.limiter.aclose()
-        await self.store.close()
+        """Flush what is pending, then close; one step failing does not keep the others from running."""
+        steps = [self.recorder.stop, self.keys.stop, *(up.aclose for up in self.upstreams.values()),
+                 self.limiter.aclose, self.store.close]
+        for step in steps:
+            try:
+                await step()
+            except Exception:
+                log.exception("shutdown step %s failed", getattr(step, "__qualname__", step))
 
     @contextlib.asynccontextmanager
     async def lifespan(self, _app: Any = None) -> AsyncIterator[None]:

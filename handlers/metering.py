@@ -24,7 +24,7 @@ class Hold:
     """What admit() took for one request, for settle() or release() to finish."""
 
     key: Key
-    reservation: str
+    reservation: str | None  # None when nothing could cost anything (free models): no store round trip
     input_estimate: int
     token_charge: int = 0  # tokens taken from the tokens-per-minute bucket
     headers: dict[str, str] = field(default_factory=dict)
@@ -71,6 +71,8 @@ class Meter:
         inp, out = tokens.input_tokens(req), tokens.max_output_tokens(req)
         charge, headers = await self._limits(key, inp + out)
         worst = max((m.cost(inp, out) for m in candidates), default=Decimal(0))
+        if worst == 0:
+            return Hold(key, None, inp, charge, headers)
         try:
             reservation = await self.store.reserve(key.id, worst, datetime.now(UTC))
         except Refused as refused:
@@ -104,7 +106,9 @@ class Meter:
         if hold.done:
             return
         hold.done = True
-        if cost is None:
+        if hold.reservation is None:
+            pass  # free: nothing was held, and a free model's cost is 0
+        elif cost is None:
             await self.store.release(hold.reservation)
         else:
             await self.store.settle(hold.reservation, cost)
