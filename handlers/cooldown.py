@@ -1,10 +1,35 @@
-"""The circuit breaker: an upstream that keeps failing is skipped for a while, then comes back by itself."""
+"""The circuit breaker: an upstream that keeps failing is skipped for a while, then comes back by itself.
+
+In one process the counts live in memory. With Redis configured (limits.redis_url) every worker and replica shares
+them: a failure anywhere counts everywhere, and a cooldown set by one replica is seen by all within
+`_REFRESH` seconds. A Redis outage turns the shared breaker off (nothing is skipped); it is never a reason to refuse.
+"""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+
+from redis.exceptions import RedisError
+
+from handlers import redisconn
+
+log = logging.getLogger("specway.cooldown")
+_REFRESH = 0.5  # seconds a replica trusts what it last read from Redis
+
+# KEYS: failures counter, cooldown marker. ARGV: failures, window ms, cooldown ms. 1 when this failure trips it.
+_FAILED = """
+local n = redis.call('INCR', KEYS[1])
+if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+if n >= tonumber(ARGV[1]) then
+  redis.call('SET', KEYS[2], '1', 'PX', ARGV[3])
+  redis.call('DEL', KEYS[1])
+  return 1
+end
+return 0
+"""
 
 
 class Cooldowns:
@@ -17,7 +42,10 @@ class Cooldowns:
         self._recent: dict[str, deque[float]] = {}
         self._until: dict[str, float] = {}
 
-    def failed(self, upstream: str) -> bool:
+    async def refresh(self, upstreams: Iterable[str]) -> None:
+        """Bring what remaining() reads up to date (shared state only)."""
+
+    async def failed(self, upstream: str) -> bool:
         """Count a failure; True when it puts the upstream in cooldown."""
         if self.seconds <= 0:
             return False
@@ -32,7 +60,7 @@ class Cooldowns:
             return True
         return False
 
-    def succeeded(self, upstream: str) -> None:
+    async def succeeded(self, upstream: str) -> None:
         self._recent.pop(upstream, None)
 
     def remaining(self, upstream: str) -> float:
@@ -45,3 +73,62 @@ class Cooldowns:
             del self._until[upstream]
             return 0.0
         return left
+
+    async def aclose(self) -> None:
+        return None
+
+
+class SharedCooldowns(Cooldowns):
+    def __init__(self, url: str, failures: int = 3, window: float = 60.0, seconds: float = 30.0,
+                 prefix: str = "specway:cd:") -> None:
+        super().__init__(failures, window, seconds)
+        self._redis = redisconn.connect(url)
+        self._failed = self._redis.register_script(_FAILED)
+        self._prefix = prefix
+        self._read_at: dict[str, float] = {}
+        self._failing: set[str] = set()  # upstreams this process saw fail: only they need a reset on success
+
+    async def refresh(self, upstreams: Iterable[str]) -> None:
+        now = self._clock()
+        stale = sorted(u for u in set(upstreams) if now - self._read_at.get(u, -_REFRESH) >= _REFRESH)
+        if not stale or self.seconds <= 0:
+            return
+        try:
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for u in stale:
+                    pipe.pttl(self._prefix + "until:" + u)
+                ttls = await pipe.execute()
+        except (RedisError, OSError) as exc:
+            log.warning("cooldowns: Redis is unreachable (%s); no upstream is skipped meanwhile", type(exc).__name__)
+            return
+        for u, ttl in zip(stale, ttls, strict=True):
+            self._read_at[u] = now
+            if ttl > 0:
+                self._until[u] = now + ttl / 1000
+            else:
+                self._until.pop(u, None)
+
+    async def failed(self, upstream: str) -> bool:
+        if self.seconds <= 0:
+            return False
+        self._failing.add(upstream)
+        keys = [self._prefix + "fails:" + upstream, self._prefix + "until:" + upstream]
+        try:
+            tripped = bool(await self._failed(keys=keys, args=[self.failures, int(self.window * 1000),
+                                                              int(self.seconds * 1000)]))
+        except (RedisError, OSError):
+            return await super().failed(upstream)  # Redis away: this process still protects itself
+        if tripped:
+            self._until[upstream] = self._clock() + self.seconds
+        return tripped
+
+    async def succeeded(self, upstream: str) -> None:
+        if upstream in self._failing:
+            self._failing.discard(upstream)
+            try:
+                await self._redis.delete(self._prefix + "fails:" + upstream)
+            except (RedisError, OSError):
+                pass  # the count expires with its window anyway
+
+    async def aclose(self) -> None:
+        await self._redis.aclose()

@@ -13,7 +13,7 @@ from generated.config import Config, CooldownSettings, DecisionSettings, LimitsS
 from handlers import config as config_mod
 from handlers.auth import KeyCache
 from handlers.catalog import Catalog
-from handlers.cooldown import Cooldowns
+from handlers.cooldown import Cooldowns, SharedCooldowns
 from handlers.decisions import Recorder
 from handlers.metering import Meter
 from handlers.ratelimit import Limiter, MemoryLimiter, RedisLimiter
@@ -39,8 +39,9 @@ class Gateway:
         self.keys = KeyCache(self.store, ttl=float(config.server.key_cache_seconds))  # type: ignore[union-attr,arg-type]
         self.recorder = Recorder(self.store, float((config.decisions or DecisionSettings()).retention_days or 30))
         cd = config.cooldown or CooldownSettings()
-        self.cooldowns = Cooldowns(cd.failures or 3, float(cd.window_seconds or 60), float(cd.seconds or 0))
         limits = config.limits or LimitsSettings()
+        breaker = (cd.failures or 3, float(cd.window_seconds or 60), float(cd.seconds or 0))
+        self.cooldowns = SharedCooldowns(limits.redis_url, *breaker) if limits.redis_url else Cooldowns(*breaker)
         self.limiter: Limiter = (RedisLimiter(limits.redis_url, on_error=limits.on_redis_error or "open")
                                  if limits.redis_url else MemoryLimiter())
         self.meter = Meter(self.store, self.limiter)
@@ -64,7 +65,7 @@ class Gateway:
     async def stop(self) -> None:
         """Flush what is pending, then close; one step failing does not keep the others from running."""
         steps = [self.recorder.stop, self.keys.stop, *(up.aclose for up in self.upstreams.values()),
-                 self.limiter.aclose, self.store.close]
+                 self.limiter.aclose, self.cooldowns.aclose, self.store.close]
         for step in steps:
             try:
                 await step()

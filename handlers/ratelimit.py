@@ -19,10 +19,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-import redis.asyncio as aioredis
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
+
+from handlers import redisconn
 
 log = logging.getLogger("specway.ratelimit")
 
@@ -183,22 +182,10 @@ return {1, math.floor((cap - debt) / period), math.ceil(debt / limit), -1}
 
 
 class RedisLimiter(Limiter):
-    """Defaults the URL may override (?max_connections=100&socket_timeout=0.2): at most 50 connections a process,
-    a hit waits up to 1 s for a free one, and connecting or answering may take 1 s before the hit fails open/closed.
-    """
+    """Shared by every worker and replica; see redisconn.connect for the connection's limits and timeouts."""
 
     def __init__(self, url: str, *, prefix: str = "specway:rl:", on_error: Literal["open", "closed"] = "open") -> None:
-        # One immediate retry: a pooled connection that Redis dropped (restart, failover) is reconnected at once,
-        # while an outage costs one failed attempt, not redis-py's default ten with backoff.
-        pool = aioredis.BlockingConnectionPool.from_url(
-            url,
-            max_connections=50,
-            timeout=1.0,
-            socket_timeout=1.0,
-            socket_connect_timeout=1.0,
-            retry=Retry(NoBackoff(), 1),
-        )
-        self._redis = aioredis.Redis.from_pool(pool)
+        self._redis = redisconn.connect(url)
         self._script = self._redis.register_script(_LUA)  # EVALSHA, falling back to SCRIPT LOAD on NOSCRIPT
         self._prefix = prefix
         self._on_error = on_error

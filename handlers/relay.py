@@ -67,6 +67,7 @@ async def relay(principal: Principal, req: Request, wire: ModuleType) -> Respons
     gw = gateway.current()
     decision = routing.decide(gw.catalog, gw.config.policies or {}, gw.config.default_policy or "default", principal,
                               req)
+    await gw.cooldowns.refresh(c.model.upstream for c in decision.candidates)
     routing.screen(decision, gw.cooldowns.remaining, tokens.input_tokens(req) + (req.max_tokens or 0))
     hold: Hold | None = None
     try:
@@ -127,12 +128,12 @@ async def _attempt(gw: gateway.Gateway, decision: routing.Decision,
         except UpstreamError as err:
             decision.attempt(cand, started, err.status, f"{err.kind}: {err.message}")
             if err.retryable:
-                if gw.cooldowns.failed(upstream.name):
+                if await gw.cooldowns.failed(upstream.name):
                     metrics.COOLDOWNS.labels(upstream.name).inc()
                 if i + 1 < len(candidates):
                     continue
             raise upstream_failure(err, upstream.name) from None
-        gw.cooldowns.succeeded(upstream.name)
+        await gw.cooldowns.succeeded(upstream.name)
         decision.attempt(cand, started, 200, None)
         decision.answered = cand.model
         return answer

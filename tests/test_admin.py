@@ -6,6 +6,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -147,3 +148,24 @@ def test_cli_uses_the_same_logic(tmp_path: Path) -> None:
     assert '"credit": "3.5"' in credit.stdout, credit.stderr
     key_id = listed.stdout.splitlines()[1].split("\t")[0]
     assert _cli(config, "keys", "revoke", key_id).stdout.strip() == f"revoked {key_id}"
+
+
+def test_an_expired_key_is_401(gw: Live, admin: httpx.Client) -> None:
+    key = admin.post("/v1/keys", json={"name": "old", "expires_at": "2000-01-01T00:00:00Z"}).json()
+    assert key["expires_at"].startswith("2000-01-01")
+    with client(gw, key["secret"]) as c:
+        r = c.get("/v1/key")
+    assert r.status_code == 401 and r.json()["error"]["code"] == "invalid_api_key"
+
+
+def test_revocation_elsewhere_takes_effect_within_the_cache_time(tmp_path: Path) -> None:
+    with serve({**CONFIG, "server": {"key_cache_seconds": 1}}, tmp_path) as g:
+        secret = g.create_key()
+        key = g.run(g.gateway.store.key_by_secret(secret))
+        with client(g, secret) as c:
+            assert c.get("/v1/key").status_code == 200  # now cached in this process
+            g.run(g.gateway.store.revoke_key(key.id))  # as another process would: straight in the store
+            deadline = time.monotonic() + 1.5  # the documented bound, plus a margin for a busy machine
+            while c.get("/v1/key").status_code == 200:
+                assert time.monotonic() < deadline, "a revoked key still worked after the cache time"
+                time.sleep(0.1)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -144,13 +145,13 @@ def test_a_failing_upstream_cools_down_and_recovers(gw: Live, fakes: tuple[FakeU
     assert r.headers["x-specway-model"] == "acme/fast" and len(a.requests) == seen + 1
 
 
-def test_cooldown_counts_failures_in_a_window() -> None:
+async def test_cooldown_counts_failures_in_a_window() -> None:
     now = [0.0]
     cd = Cooldowns(failures=2, window=10, seconds=5, clock=lambda: now[0])
-    assert not cd.failed("u")
+    assert not await cd.failed("u")
     now[0] = 11  # the first failure left the window
-    assert not cd.failed("u") and cd.remaining("u") == 0
-    assert cd.failed("u") and cd.remaining("u") == 5
+    assert not await cd.failed("u") and cd.remaining("u") == 0
+    assert await cd.failed("u") and cd.remaining("u") == 5
     now[0] = 16.5
     assert cd.remaining("u") == 0
 
@@ -221,3 +222,24 @@ def test_the_readme_worked_example_holds(tmp_path: Path) -> None:
     assert record["explanation"] == ("No model was named; effort 'high' picked the 'high' tier of policy 'default', "
                                      "which chose acme/strong.")
     assert record["usage"] == {"input_tokens": 3, "output_tokens": 4, "cached_input_tokens": 0}
+
+
+def test_cooldowns_are_shared_through_redis(fakes: tuple[FakeUpstream, FakeUpstream], tmp_path: Path) -> None:
+    a, b = fakes
+    a.reset()
+    b.reset()
+    name = f"a{uuid.uuid4().hex[:8]}"  # Redis keys are per upstream name: a fresh one per run
+    cfg = config(a, b, cooldown={"failures": 2, "window_seconds": 30, "seconds": 2},
+                 limits={"redis_url": "redis://127.0.0.1:6379/0"})
+    cfg["upstreams"][name] = cfg["upstreams"].pop("a")
+    cfg["models"][0]["upstream"] = name
+    store = {"url": f"sqlite:///{tmp_path / 'shared.db'}"}
+    with serve({**cfg, "store": store}, tmp_path / "one") as one, serve({**cfg, "store": store}, tmp_path / "two") as two:
+        for _ in range(2):
+            a.script(status=500)
+            assert post(one, "/v1/chat/completions", {"messages": USER}).headers["x-specway-model"] == "acme/strong"
+        seen = len(a.requests)
+        r = post(two, "/v1/chat/completions", {"messages": USER}, key=one.key)
+        assert r.headers["x-specway-model"] == "acme/strong" and len(a.requests) == seen  # two skipped it too
+        record = explain(two, r, key=one.key).json()
+        assert record["candidates"][0]["verdict"] == "skipped"
