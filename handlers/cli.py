@@ -9,8 +9,10 @@ import sys
 import tempfile
 from typing import Any
 
+from generated.config import Config
 from handlers import config as config_mod
-from handlers.cli_admin import add_parsers, default_workspace, with_store
+from handlers.cli_admin import StoreUnreachable, add_parsers, default_workspace, redact, with_store
+from handlers.ratelimit import RedisLimiter
 from handlers.store.base import SCOPES, Store
 
 
@@ -20,6 +22,24 @@ async def first_key(store: Store, _cfg: object = None) -> str | None:
         return None
     _, secret = await store.create_key(await default_workspace(store), "first key", SCOPES)
     return secret
+
+
+class Unreachable(Exception):
+    """A dependency the configuration names cannot be reached; startup stops with this message."""
+
+
+async def _ready_first_key(store: Store, cfg: Config) -> str | None:
+    """Fail fast when Redis is configured but away; then the first key on a fresh store."""
+    url = (cfg.limits.redis_url if cfg.limits else None) or None
+    if url:
+        limiter = RedisLimiter(url)
+        try:
+            await limiter.ping()
+        except Exception as exc:  # noqa: BLE001 - whatever the cause, say which dependency and stop
+            raise Unreachable(f"cannot reach Redis at {redact(url)} ({type(exc).__name__}: {exc})") from None
+        finally:
+            await limiter.aclose()
+    return await first_key(store)
 
 
 def _logging(level: str) -> dict[str, Any]:
@@ -47,7 +67,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     server = cfg.server
     host, port = args.host or server.host, args.port if args.port is not None else server.port  # type: ignore[union-attr]
     workers = args.workers or server.workers  # type: ignore[union-attr]
-    secret = asyncio.run(with_store(args.config, first_key))
+    secret = asyncio.run(with_store(args.config, _ready_first_key))
     if secret:
         print("Created the first relay key (it is shown only this once):", file=sys.stderr)
         print(secret, flush=True)
@@ -105,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return int(args.fn(args))
-    except config_mod.ConfigError as exc:
+    except (config_mod.ConfigError, Unreachable, StoreUnreachable) as exc:
         print(f"specway: {exc}", file=sys.stderr)
         return 2
 

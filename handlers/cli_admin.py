@@ -9,6 +9,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from generated.config import Config
 from handlers import admin
@@ -21,10 +22,28 @@ from handlers.store.base import Store
 Action = Callable[[Store, Config], Awaitable[Any]]
 
 
+class StoreUnreachable(Exception):
+    """The configured store cannot be opened; the message names it (never its password)."""
+
+
+def redact(url: str) -> str:
+    """A URL fit for a message: any password replaced."""
+    parts = urlsplit(url)
+    if parts.password:
+        netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+        return urlunsplit(parts._replace(netloc=netloc))
+    return url
+
+
 async def with_store(cfg_path: str | None, fn: Action) -> Any:
     cfg = config_mod.load(cfg_path)
-    store = open_store(cfg.store.url)  # type: ignore[union-attr]
-    await store.open()
+    url = cfg.store.url  # type: ignore[union-attr]
+    store = open_store(url)
+    try:
+        await store.open()
+    except Exception as exc:  # noqa: BLE001 - any failure to open it: name the store and stop
+        await store.close()
+        raise StoreUnreachable(f"cannot open the store at {redact(url)} ({type(exc).__name__}: {exc})") from None
     try:
         return await fn(store, cfg)
     finally:

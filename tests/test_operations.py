@@ -6,6 +6,8 @@ import asyncio
 import json
 import re
 import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -158,3 +160,18 @@ def test_sigterm_lets_twenty_streams_finish_and_loses_no_record(fake: FakeUpstre
     found, spend = asyncio.run(records())
     assert all(r is not None and r["outcome"] == "ok" for r in found)
     assert spend == sum(Decimal(r["cost"]) for r in found if r) > 0
+
+
+@pytest.mark.parametrize(("config", "says"), [
+    ({"store": {"url": "postgresql://u:hunter2@127.0.0.1:{port}/x"}}, "cannot open the store at postgresql://u:***@"),
+    ({"limits": {"redis_url": "redis://127.0.0.1:{port}/0"}}, "cannot reach Redis at redis://127.0.0.1:"),
+])
+def test_startup_fails_fast_and_clearly_without_its_dependencies(tmp_path: Path, config: dict[str, Any],
+                                                                 says: str) -> None:
+    text = yaml.safe_dump(config).replace("{port}", str(free_port()))  # a closed port
+    path = tmp_path / "specway.yaml"
+    path.write_text(text if "store" in config else text + f"store: {{url: 'sqlite:///{tmp_path / 's.db'}'}}\n")
+    run = subprocess.run([sys.executable, "-m", "handlers.cli", "--config", str(path), "serve", "--port",
+                          str(free_port())], capture_output=True, text=True, timeout=60, check=False)
+    assert run.returncode == 2 and says in run.stderr, run.stderr
+    assert "hunter2" not in run.stderr and "Traceback" not in run.stderr
