@@ -243,3 +243,28 @@ def test_cooldowns_are_shared_through_redis(fakes: tuple[FakeUpstream, FakeUpstr
         assert r.headers["x-specway-model"] == "acme/strong" and len(a.requests) == seen  # two skipped it too
         record = explain(two, r, key=one.key).json()
         assert record["candidates"][0]["verdict"] == "skipped"
+
+
+def test_weights_spread_a_tier_and_the_rest_stay_fallbacks() -> None:
+    from datetime import UTC, datetime
+
+    from generated.config import Config
+    from handlers.auth import Principal
+    from handlers.catalog import Catalog
+    from handlers.routing import decide
+    from handlers.store.base import Key
+
+    cfg = Config.model_validate({
+        "upstreams": {"u": {"kind": "echo"}},
+        "models": [{"id": "m1", "upstream": "u", "name": "m1"}, {"id": "m2", "upstream": "u", "name": "m2"}],
+        "policies": {"p": {"effort": {"high": ["m1", "m2"]}, "weights": {"m1": 1, "m2": 3}}},
+    })
+    key = Key("key_1", "ws_1", "k", "sk-…", ("inference",), None, "p", None, datetime.now(UTC), None, None)
+    chosen = []
+    for _ in range(400):
+        d = decide(Catalog.from_config(cfg), cfg.policies or {}, "p", Principal(key),
+                   Request("chat", [Message("user", [Text("x")])], effort="high"))
+        chosen.append(d.candidates[0].model.id)
+        assert sorted(c.model.id for c in d.candidates) == ["m1", "m2"]  # the other one is the fallback
+    share = chosen.count("m2") / len(chosen)
+    assert 0.6 < share < 0.9  # weight 3 of 4
