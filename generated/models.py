@@ -75,7 +75,10 @@ class KeyLimitsInput(StrictModel):
 
 
 class Health(StrictModel):
-    status: Literal["ok"]
+    status: Literal["ok", "degraded"]
+    """
+    degraded when Redis is away and rate limits fail open (each process counts on its own meanwhile).
+    """
     checks: dict[str, StrictStr] = None
     """
     Each dependency checked, and its state.

@@ -29,7 +29,10 @@ class Unreachable(Exception):
 
 
 async def _ready_first_key(store: Store, cfg: Config) -> str | None:
-    """Fail fast when Redis is configured but away; then the first key on a fresh store."""
+    """Fail fast when an upstream's key variable is unset or Redis is configured but away; then the first key on a
+    fresh store."""
+    for name, settings in (cfg.upstreams or {}).items():
+        config_mod.api_key(name, settings)  # a ConfigError names the variable
     url = (cfg.limits.redis_url if cfg.limits else None) or None
     if url:
         limiter = RedisLimiter(url)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -45,6 +45,7 @@ class Gateway:
         self.limiter: Limiter = (RedisLimiter(limits.redis_url, on_error=limits.on_redis_error or "open")
                                  if limits.redis_url else MemoryLimiter())
         self.meter = Meter(self.store, self.limiter)
+        self.limits_fail_open = (limits.on_redis_error or "open") == "open"
         self.started_at = datetime.now(UTC).replace(microsecond=0)
 
     @classmethod
@@ -55,17 +56,24 @@ class Gateway:
         return _current.set(self)
 
     async def start(self) -> None:
-        await self.store.open()
-        await self.limiter.ping()  # fail fast when Redis is configured but unreachable
-        for name, settings in (self.config.upstreams or {}).items():
-            self.upstreams[name] = build_upstream(name, settings)
+        try:
+            for name, settings in (self.config.upstreams or {}).items():
+                self.upstreams[name] = build_upstream(name, settings)
+            await self.store.open()
+            await self.limiter.ping()  # fail fast when Redis is configured but unreachable
+        except BaseException:
+            await self._close()  # what was opened must not keep the process alive (aiosqlite's threads would)
+            raise
         self.recorder.start()
         self.keys.start()
 
     async def stop(self) -> None:
         """Flush what is pending, then close; one step failing does not keep the others from running."""
-        steps = [self.recorder.stop, self.keys.stop, *(up.aclose for up in self.upstreams.values()),
-                 self.limiter.aclose, self.cooldowns.aclose, self.store.close]
+        await self._close(self.recorder.stop, self.keys.stop)
+
+    async def _close(self, *first: Callable[[], Awaitable[object]]) -> None:
+        steps = [*first, *(up.aclose for up in self.upstreams.values()), self.limiter.aclose, self.cooldowns.aclose,
+                 self.store.close]
         for step in steps:
             try:
                 await step()

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -18,7 +20,7 @@ import pytest
 import yaml
 
 from handlers.store import open_store
-from tests.conftest import free_port, spawn, stop
+from tests.conftest import free_port, serve, spawn, stop
 from tests.fake_upstream import FakeUpstream
 
 USER = [{"role": "user", "content": "a secret prompt"}]
@@ -175,3 +177,41 @@ def test_startup_fails_fast_and_clearly_without_its_dependencies(tmp_path: Path,
                           str(free_port())], capture_output=True, text=True, timeout=60, check=False)
     assert run.returncode == 2 and says in run.stderr, run.stderr
     assert "hunter2" not in run.stderr and "Traceback" not in run.stderr
+
+
+@contextmanager
+def private_redis() -> Iterator[int]:
+    """A redis-server of this test's own, so it can be stopped mid-test."""
+    port = free_port()
+    subprocess.run(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                    "--daemonize", "yes"], check=True, capture_output=True)
+    try:
+        yield port
+    finally:
+        subprocess.run(["redis-cli", "-p", str(port), "shutdown", "nosave"], capture_output=True, check=False)
+
+
+@pytest.mark.parametrize(("mode", "status"), [("open", 200), ("closed", 503)])
+def test_readiness_while_redis_is_away_follows_the_failure_mode(tmp_path: Path, mode: str, status: int) -> None:
+    with private_redis() as port:
+        config = {"limits": {"redis_url": f"redis://127.0.0.1:{port}/0", "on_redis_error": mode}}
+        with serve(config, tmp_path) as g:
+            assert httpx.get(f"{g.url}/readyz").json()["checks"]["limits"] == "ok"
+            subprocess.run(["redis-cli", "-p", str(port), "shutdown", "nosave"], capture_output=True, check=False)
+            r = httpx.get(f"{g.url}/readyz")
+            assert r.status_code == status, r.text
+            if mode == "open":
+                assert r.json() == {"status": "degraded", "checks": {"store": "ok", "limits": "unreachable, failing open"}}
+            assert httpx.get(f"{g.url}/healthz").status_code == 200
+
+
+def test_an_unset_upstream_key_variable_stops_startup_cleanly(tmp_path: Path) -> None:
+    path = tmp_path / "specway.yaml"
+    path.write_text(yaml.safe_dump({
+        "store": {"url": f"sqlite:///{tmp_path / 's.db'}"},
+        "upstreams": {"up": {"kind": "openai", "base_url": "http://127.0.0.1:9/v1", "api_key_env": "SPECWAY_NOT_SET"}},
+        "models": [{"id": "m", "upstream": "up", "name": "m"}]}))
+    run = subprocess.run([sys.executable, "-m", "handlers.cli", "--config", str(path), "serve", "--port",
+                          str(free_port())], capture_output=True, text=True, timeout=60, check=False,
+                         env={k: v for k, v in os.environ.items() if k != "SPECWAY_NOT_SET"})
+    assert run.returncode == 2 and "SPECWAY_NOT_SET is not set" in run.stderr and "Traceback" not in run.stderr

@@ -15,16 +15,21 @@ async def healthz(principal: None) -> Response:
 
 
 async def readyz(principal: None) -> Response:
+    """Ready unless a dependency requests cannot do without is away. Redis failing open is degraded, not down: a
+    load balancer must not take every replica out because limits are briefly per process."""
     gw = gateway.current()
-    checks = {"store": gw.store.ping, "limits": gw.limiter.ping}
     states: dict[str, str] = {}
-    for name, ping in checks.items():
+    for name, ping in {"store": gw.store.ping, "limits": gw.limiter.ping}.items():
         try:
             await ping()
-        except Exception as exc:  # noqa: BLE001 - any failure to reach a dependency means not ready
+        except Exception as exc:  # noqa: BLE001 - any failure to reach a dependency counts
+            if name == "limits" and gw.limits_fail_open:
+                states[name] = "unreachable, failing open"
+                continue
             raise ApiError(503, "not_ready", f"The {name} backend cannot be reached ({type(exc).__name__}).") from None
         states[name] = "ok"
-    return json_response({"status": "ok", "checks": states})
+    degraded = any(state != "ok" for state in states.values())
+    return json_response({"status": "degraded" if degraded else "ok", "checks": states})
 
 
 async def metrics(principal: None) -> Response:
