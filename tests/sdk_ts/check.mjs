@@ -1,5 +1,5 @@
 // The official TypeScript SDKs against a running Specway: one create and one stream helper per API, a stream
-// broken mid-way, a bad key and the model lists. Prints one JSON object; tests/test_sdk.py checks it.
+// broken mid-way, a bad key and the model lists. Prints one JSON object; tests/test_sdk_typescript.py checks it.
 // Usage: SPECWAY_URL=http://127.0.0.1:8080 SPECWAY_KEY=sk-sw-... node check.mjs
 import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";

@@ -1,0 +1,125 @@
+"""The store's decision records, its schema migrations under concurrent opens, and the store URLs it opens (fixtures
+in tests/store_support.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from datetime import UTC, datetime
+from decimal import Decimal as D
+from typing import Any
+
+import pytest
+
+from handlers.store import PostgresStore, SQLiteStore, Store, open_store
+from handlers.store.base import Limits
+from handlers.store.sqlbase import SQLStore
+from tests.store_support import (
+    NOW,
+    Backend,
+    fixture_backend,  # noqa: F401  (a fixture)
+    fixture_store,  # noqa: F401  (a fixture)
+)
+
+# decision records
+
+
+async def test_decisions_round_trip_and_prune(store: Store) -> None:
+    old = {"id": "dec_old", "created_at": "2020-01-01T00:00:00+00:00", "workspace_id": "ws_1", "key_id": "key_1"}
+    new = {
+        "id": "dec_new",
+        "created_at": NOW.isoformat(),
+        "workspace_id": None,
+        "key_id": "key_2",
+        "candidates": [{"model": "m", "price": "0.0001", "ok": True, "score": 0.5}],
+        "text": "naïve ✓",
+    }
+    await store.save_decisions([old, new])
+    await store.save_decisions([])
+    assert await store.get_decision("dec_old") == old
+    assert await store.get_decision("dec_new") == new
+    assert await store.get_decision("dec_missing") is None
+    await store.save_decisions([old | {"note": "again"}])
+    assert await store.get_decision("dec_old") == old | {"note": "again"}
+    assert await store.prune_decisions(datetime(2021, 1, 1, tzinfo=UTC)) == 1
+    assert await store.get_decision("dec_old") is None and await store.get_decision("dec_new") == new
+    with pytest.raises(ValueError):
+        await store.save_decisions([{"id": "no_time"}])
+
+
+# migrations and connections
+
+
+async def _open_together(stores: list[SQLStore]) -> None:
+    failed = [r for r in await asyncio.gather(*(s.open() for s in stores), return_exceptions=True) if r is not None]
+    assert not failed
+
+
+_OLD_HASH = hashlib.sha256(b"sk-sw-old").hexdigest()
+_V1_ROWS = [
+    (
+        "INSERT INTO workspaces (id, name, credit, reserved, spend_total, created_at) "
+        "VALUES ('ws_00000000000000aa', 'kept', '7.25', '0', '0', '2024-01-01T00:00:00.000000+00:00')"
+    ),
+    (
+        "INSERT INTO keys (id, workspace_id, name, secret_hash, hint, scopes, created_at) "
+        f"VALUES ('key_00000000000000aa', 'ws_00000000000000aa', 'old', '{_OLD_HASH}', 'sk-sw-old…', "
+        """'["inference"]', '2024-01-01T00:00:00.000000+00:00')"""
+    ),
+]
+
+
+async def test_migrations_upgrade_and_keep_rows(backend: Backend) -> None:
+    first = backend.new_store()
+    await first.open(target=1)
+    await first.close()
+    assert first.migrated == (1,)
+    for statement in _V1_ROWS:
+        await backend.query(statement)
+    stores = [backend.new_store() for _ in range(3)]
+    try:
+        await _open_together(stores)  # three workers starting at once
+        assert sorted(s.migrated for s in stores) == [(), (), (2,)]
+        assert [r[0] for r in await backend.query("SELECT version FROM schema_version ORDER BY version")] == [1, 2]
+        ws = await stores[0].get_workspace("ws_00000000000000aa")
+        assert ws is not None and ws.credit == D("7.25") and ws.created_at == datetime(2024, 1, 1, tzinfo=UTC)
+        key = await stores[1].key_by_secret("sk-sw-old")
+        assert key is not None and key.scopes == ("inference",) and key.limits == Limits()
+        await stores[2].settle(await stores[2].reserve(key.id, D("0.25"), NOW), D("0.25"))
+        assert (await stores[0].get_workspace(ws.id)).credit == D("7.00")  # type: ignore[union-attr]
+    finally:
+        for s in stores:
+            await s.close()
+
+
+async def test_fresh_databases_migrate_once_under_concurrent_opens(backend: Backend) -> None:
+    stores = [backend.new_store() for _ in range(3)]
+    try:
+        await _open_together(stores)
+        assert sorted(s.migrated for s in stores) == [(), (), (1, 2)]
+        await stores[0].ping()
+    finally:
+        for s in stores:
+            await s.close()
+    with pytest.raises(RuntimeError):
+        await stores[0].ping()
+
+
+def test_open_store_urls(tmp_path: Any) -> None:
+    cases = {
+        "sqlite:///data/specway.db": "data/specway.db",
+        "sqlite:////var/lib/specway.db": "/var/lib/specway.db",
+        "specway.db": "specway.db",
+        str(tmp_path / "x.db"): str(tmp_path / "x.db"),
+    }
+    for url, path in cases.items():
+        opened = open_store(url)
+        assert isinstance(opened, SQLiteStore) and opened.path == path, url
+    for url in ("postgresql://u:pw@db/specway", "postgres://u@db/specway"):
+        opened = open_store(url)
+        assert isinstance(opened, PostgresStore) and opened.url == url
+    with pytest.raises(ValueError, match="'mysql'") as error:
+        open_store("mysql://admin:hunter2@db/specway")
+    assert "hunter2" not in str(error.value)
+    with pytest.raises(ValueError):
+        open_store("sqlite://relative.db")
