@@ -108,6 +108,11 @@ async def revoke_key(key_id):
     return await admin.revoke_key(principal, key_id)
 
 
+async def revoke_workspace(workspace_id):
+    principal = await glue.authenticate(request, "admin")
+    return await admin.revoke_workspace(principal, workspace_id)
+
+
 async def update_key(key_id):
     principal = await glue.authenticate(request, "admin")
     body = await glue.parse_body(request, models.KeyUpdate)

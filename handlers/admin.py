@@ -130,6 +130,13 @@ async def revoke_key(store: Store, key_id: str) -> Key:
     return revoked
 
 
+async def revoke_workspace(store: Store, workspace_id: str) -> tuple[Workspace, list[Key]]:
+    """Revoke every key of the workspace; it stays, with its credit and history, for the record."""
+    ws = await workspace(store, workspace_id)
+    revoked = [await revoke_key(store, k.id) for k in await store.list_keys(workspace_id) if k.revoked_at is None]
+    return ws, revoked
+
+
 def money(text: str, param: str) -> Decimal:
     try:
         return Decimal(text)

@@ -126,7 +126,11 @@ def cmd_workspaces(args: argparse.Namespace) -> int:
         ws = await store.add_credit(args.workspace_id, admin.money(args.amount, "amount"))
         return admin.workspace_json(ws or await admin.workspace(store, args.workspace_id))
 
-    actions: dict[str, Action] = {"create": create, "list": listing, "credit": credit}
+    async def revoke(store: Store, cfg: Config) -> str:
+        _, revoked = await admin.revoke_workspace(store, args.workspace_id)
+        return f"revoked {len(revoked)} key(s) of {args.workspace_id}"
+
+    actions: dict[str, Action] = {"create": create, "list": listing, "credit": credit, "revoke": revoke}
     return run(args, actions[args.action])
 
 
@@ -166,4 +170,6 @@ def add_parsers(sub: Any) -> None:
     wa = wsub.add_parser("credit", help="add credit to a workspace")
     wa.add_argument("workspace_id")
     wa.add_argument("amount")
+    wr = wsub.add_parser("revoke", help="revoke every key of a workspace")
+    wr.add_argument("workspace_id")
     w.set_defaults(fn=cmd_workspaces)

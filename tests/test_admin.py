@@ -148,6 +148,8 @@ def test_cli_uses_the_same_logic(tmp_path: Path) -> None:
     assert '"credit": "3.5"' in credit.stdout, credit.stderr
     key_id = listed.stdout.splitlines()[1].split("\t")[0]
     assert _cli(config, "keys", "revoke", key_id).stdout.strip() == f"revoked {key_id}"
+    _cli(config, "keys", "create", "--name", "second")
+    assert _cli(config, "workspaces", "revoke", ws_id).stdout.strip() == f"revoked 1 key(s) of {ws_id}"
 
 
 def test_an_expired_key_is_401(gw: Live, admin: httpx.Client) -> None:
@@ -169,3 +171,16 @@ def test_revocation_elsewhere_takes_effect_within_the_cache_time(tmp_path: Path)
             while c.get("/v1/key").status_code == 200:
                 assert time.monotonic() < deadline, "a revoked key still worked after the cache time"
                 time.sleep(0.1)
+
+
+def test_revoking_a_workspace_revokes_its_keys(gw: Live, admin: httpx.Client, tmp_path: Path) -> None:
+    ws = admin.post("/v1/workspaces", json={"name": "leaving", "credit": "5"}).json()
+    secrets = [admin.post("/v1/keys", json={"name": f"k{i}", "workspace_id": ws["id"]}).json()["secret"]
+               for i in range(2)]
+    r = admin.delete(f"/v1/workspaces/{ws['id']}")
+    assert r.status_code == 200 and r.json()["credit"] == "5"
+    for secret in secrets:
+        with client(gw, secret) as c:
+            assert c.get("/v1/key").status_code == 401
+    assert admin.get("/v1/key").status_code == 200  # the admin's own workspace is untouched
+    assert admin.delete("/v1/workspaces/ws_nope").status_code == 404

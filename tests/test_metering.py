@@ -179,3 +179,28 @@ def test_failures_and_cancelled_streams_release_their_hold(metered: Live, fake: 
     assert Decimal(info["spend"]["total"]) == Decimal(record["cost"])
     assert Decimal(info["workspace"]["credit"]) == Decimal(10) - Decimal(record["cost"])
     assert fake.disconnects >= 1
+
+
+async def test_an_answer_without_usage_is_estimated_and_marked(tmp_path: Path) -> None:
+    from handlers.canonical import Message, Request, Text
+    from handlers.catalog import Model
+    from handlers.metering import Meter
+    from handlers.ratelimit import MemoryLimiter
+    from handlers.store import open_store
+
+    store = open_store(f"sqlite:///{tmp_path / 'e.db'}")
+    await store.open()
+    try:
+        ws = await store.create_workspace("w", Decimal(1))
+        key, _ = await store.create_key(ws.id, "k", ("inference",))
+        model = Model("m", "u", "m", (), Decimal(1000), Decimal(1000), None, "o", "m")
+        meter = Meter(store, MemoryLimiter())
+        req = Request("chat", [Message("user", [Text("x" * 40)])], max_tokens=50)
+        hold = await meter.admit(key, [model], req)
+        charge = await meter.settle(hold, model, None, output_chars=20)
+        assert charge.estimated and (charge.usage.input_tokens, charge.usage.output_tokens) == (14, 5)
+        assert charge.cost == Decimal("0.019")
+        after = await store.get_key(key.id)
+        assert after is not None and after.spend_total == Decimal("0.019") and after.reserved == 0
+    finally:
+        await store.close()

@@ -37,6 +37,14 @@ async def update_workspace(principal: Principal, body: models.WorkspaceUpdate, w
     return json_response(admin.workspace_json(ws or await admin.workspace(store, workspace_id)))
 
 
+async def revoke_workspace(principal: Principal, workspace_id: str) -> Response:
+    gw = gateway.current()
+    ws, revoked = await admin.revoke_workspace(gw.store, workspace_id)
+    for key in revoked:
+        gw.keys.forget(key.id)
+    return json_response(admin.workspace_json(ws))
+
+
 async def add_credit(principal: Principal, body: models.CreditAdd, workspace_id: str) -> Response:
     store = gateway.current().store
     await admin.workspace(store, workspace_id)
