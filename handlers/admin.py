@@ -49,11 +49,14 @@ async def workspace(store: Store, workspace_id: str) -> Workspace:
     return ws
 
 
-async def key(store: Store, key_id: str) -> Key:
-    found = await store.get_key(key_id)
+def _key_found(found: Key | None, key_id: str) -> Key:
     if found is None:
         raise not_found(f"No key {key_id!r}.", code="key_not_found")
     return found
+
+
+async def key(store: Store, key_id: str) -> Key:
+    return _key_found(await store.get_key(key_id), key_id)
 
 
 def scopes(values: list[str] | tuple[str, ...] | None) -> tuple[str, ...]:
@@ -117,17 +120,11 @@ async def update_key(store: Store, catalog: Catalog, policies: dict[str, Any], k
             changes[field] = check(fields[field])
     if not changes:
         return current
-    updated = await store.update_key(key_id, **changes)
-    if updated is None:
-        raise not_found(f"No key {key_id!r}.", code="key_not_found")
-    return updated
+    return _key_found(await store.update_key(key_id, **changes), key_id)
 
 
 async def revoke_key(store: Store, key_id: str) -> Key:
-    revoked = await store.revoke_key(key_id)
-    if revoked is None:
-        raise not_found(f"No key {key_id!r}.", code="key_not_found")
-    return revoked
+    return _key_found(await store.revoke_key(key_id), key_id)
 
 
 async def revoke_workspace(store: Store, workspace_id: str) -> tuple[Workspace, list[Key]]:
