@@ -6,7 +6,7 @@ import contextlib
 import contextvars
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from generated.config import Config, CooldownSettings, DecisionSettings, LimitsSettings
@@ -16,6 +16,7 @@ from handlers.catalog import Catalog
 from handlers.cooldown import Cooldowns, SharedCooldowns
 from handlers.decisions import Recorder
 from handlers.metering import Meter
+from handlers.periodic import Periodic
 from handlers.ratelimit import Limiter, MemoryLimiter, RedisLimiter
 from handlers.store import open_store
 from handlers.store.base import Store
@@ -23,6 +24,7 @@ from handlers.upstreams.base import Upstream
 from handlers.upstreams.factory import build_upstream
 
 log = logging.getLogger("specway")
+_REAP_EVERY = 300.0  # seconds between looks for reservations a dead process left held
 _current: contextvars.ContextVar[Gateway] = contextvars.ContextVar("specway_gateway")
 
 
@@ -46,7 +48,20 @@ class Gateway:
                                  if limits.redis_url else MemoryLimiter())
         self.meter = Meter(self.store, self.limiter)
         self.limits_fail_open = (limits.on_redis_error or "open") == "open"
+        self._reaper = Periodic(self._release_stale, _REAP_EVERY, "release stale reservations")
         self.started_at = datetime.now(UTC).replace(microsecond=0)
+
+    def _stale_after(self) -> timedelta:
+        """Longer than any request can live (its upstream's total timeout, then the drain at shutdown): a hold
+        older than this belongs to a process that died, and would otherwise stay held forever."""
+        totals = [float((u.timeouts.total if u.timeouts else None) or 300) for u in (self.config.upstreams or {}).values()]
+        drain = float(self.config.server.drain_seconds or 0)  # type: ignore[union-attr]
+        return timedelta(seconds=2 * max(totals, default=300) + drain + 60)
+
+    async def _release_stale(self) -> None:
+        released = await self.store.release_stale(datetime.now(UTC) - self._stale_after())
+        if released:
+            log.warning("released %d reservation(s) left by a process that stopped without settling", released)
 
     @classmethod
     def from_file(cls, path: str | None = None) -> Gateway:
@@ -66,10 +81,11 @@ class Gateway:
             raise
         self.recorder.start()
         self.keys.start()
+        self._reaper.start()
 
     async def stop(self) -> None:
         """Flush what is pending, then close; one step failing does not keep the others from running."""
-        await self._close(self.recorder.stop, self.keys.stop)
+        await self._close(self._reaper.stop, self.recorder.stop, self.keys.stop)
 
     async def _close(self, *first: Callable[[], Awaitable[object]]) -> None:
         steps = [*first, *(up.aclose for up in self.upstreams.values()), self.limiter.aclose, self.cooldowns.aclose,

@@ -158,6 +158,10 @@ class Store(abc.ABC):
     async def release(self, reservation_id: str) -> None:
         """Drop the hold without spending. Idempotent."""
 
+    @abc.abstractmethod
+    async def release_stale(self, older_than: datetime) -> int:
+        """Release holds made before `older_than` and never settled (their process died); return how many."""
+
     # decision records (written in batches by the recorder)
     @abc.abstractmethod
     async def save_decisions(self, records: list[dict[str, Any]]) -> None: ...
