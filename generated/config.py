@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, RootModel, StrictFloat, StrictInt, StrictStr
+from pydantic import BaseModel, ConfigDict, Field, RootModel, StrictBool, StrictFloat, StrictInt, StrictStr
 from typing import Literal
 
 
@@ -81,6 +81,10 @@ class Server(BaseModel):
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     """
     The least severe log level written, as JSON lines on stderr (one line per request at info).
+    """
+    log_content: StrictBool = False
+    """
+    Add the last user message and the answer's text (each cut to 2,000 characters) to the request's log line. Off by default; prompts and answers are never logged otherwise.
     """
     drain_seconds: StrictFloat = Field(30, ge=0.0)
     """

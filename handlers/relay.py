@@ -84,6 +84,7 @@ async def relay(principal: Principal, req: Request, wire: ModuleType) -> Respons
         await _fail(gw, decision, hold, ApiError(500, "internal_error", "failed"))
         raise
     await _settle(gw, decision, hold, result.usage, len(result.text()))
+    _log_content(gw, req, result.text())
     answer = Answer(decision.id, decision.answered.id, int(time.time()))  # type: ignore[union-attr]
     return json_response(wire.render(result, answer, req), headers=_headers(decision, hold))
 
@@ -105,6 +106,16 @@ async def _fail(gw: gateway.Gateway, decision: routing.Decision, hold: Hold | No
         await gw.meter.release(hold)
     _done(gw, decision)
     err.headers = {**err.headers, **_headers(decision, hold)}
+
+
+_LOGGED_CHARS = 2000
+
+
+def _log_content(gw: gateway.Gateway, req: Request, answer: str) -> None:
+    """Only with server.log_content: the last user message and the answer, cut short."""
+    if gw.config.server.log_content:  # type: ignore[union-attr]
+        prompt = next((m.text() for m in reversed(req.messages) if m.role == "user"), "")
+        requestlog.add(prompt=prompt[:_LOGGED_CHARS], answer=answer[:_LOGGED_CHARS])
 
 
 async def _settle(gw: gateway.Gateway, decision: routing.Decision, hold: Hold, usage: object, chars: int) -> None:
@@ -170,6 +181,7 @@ async def _stream(gw: gateway.Gateway, decision: routing.Decision, req: Request,
     async def body() -> AsyncIterator[bytes]:
         decision.outcome = "cancelled"  # until the stream ends one way or another
         chars = 0
+        texts: list[str] = []
         try:
             metrics.FIRST_BYTE.labels(decision.format, answer.model).observe(time.perf_counter() - decision.started)
             yield renderer.start()
@@ -178,6 +190,8 @@ async def _stream(gw: gateway.Gateway, decision: routing.Decision, req: Request,
                     decision.usage = ev.usage
                 elif isinstance(ev, TextDelta):
                     chars += len(ev.text)
+                    if chars <= _LOGGED_CHARS:
+                        texts.append(ev.text)
                 chunk = renderer.event(ev)
                 if chunk:
                     yield chunk
@@ -196,6 +210,7 @@ async def _stream(gw: gateway.Gateway, decision: routing.Decision, req: Request,
             with anyio.move_on_after(_SETTLE_TIMEOUT, shield=True):
                 await _close(events)
                 await _settle(gw, decision, hold, decision.usage, chars)
+                _log_content(gw, req, "".join(texts))
 
     return sse_response(body(), headers=_headers(decision, hold))
 

@@ -215,3 +215,23 @@ def test_an_unset_upstream_key_variable_stops_startup_cleanly(tmp_path: Path) ->
                           str(free_port())], capture_output=True, text=True, timeout=60, check=False,
                          env={k: v for k, v in os.environ.items() if k != "SPECWAY_NOT_SET"})
     assert run.returncode == 2 and "SPECWAY_NOT_SET is not set" in run.stderr and "Traceback" not in run.stderr
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_prompt_and_answer_are_logged_only_when_asked(fake: FakeUpstream, tmp_path: Path, stream: bool) -> None:
+    fake.reset()
+    port = free_port()
+    log = tmp_path / "serve.log"
+    proc, key = spawn(write_config(tmp_path, fake, log_content=True), port, log)
+    try:
+        fund(f"http://127.0.0.1:{port}", key)
+        r = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions",
+                       json={"messages": USER, "model": "acme/m", "stream": stream},
+                       headers={"Authorization": f"Bearer {key}", "x-request-id": "req-text"})
+        assert r.status_code == 200
+    finally:
+        stop(proc)
+    lines = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
+    entry = next(line for line in lines if line.get("request_id") == "req-text")
+    assert (entry["prompt"], entry["answer"]) == ("a secret prompt", "Hello from fake")
+    assert key not in log.read_text()
