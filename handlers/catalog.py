@@ -60,10 +60,6 @@ class Catalog:
         """A model by its id or one of its aliases."""
         return self._by_name.get(name)
 
-    def names(self) -> list[str]:
-        """Every id and alias, in catalog order."""
-        return [n for m in self.models for n in (m.id, *m.aliases)]
-
     @staticmethod
     def allowed(model: Model, allowlist: tuple[str, ...] | None, asked_as: str | None = None) -> bool:
         """A key's allowlist names ids or aliases; naming either admits the model under both."""

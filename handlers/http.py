@@ -1,4 +1,4 @@
-"""Response helpers: JSON via orjson, SSE streams, errors in the one shape."""
+"""Response helpers: JSON via orjson, and SSE streams that proxies pass through unbuffered."""
 
 from __future__ import annotations
 
@@ -8,19 +8,12 @@ from typing import Any
 import orjson
 from starlette.responses import Response, StreamingResponse
 
-from handlers.errors import ApiError
-
 JSON = "application/json"
 SSE = "text/event-stream"
 
 
 def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
     return Response(orjson.dumps(body), status_code=status, headers=headers, media_type=JSON)
-
-
-def error_response(err: ApiError) -> Response:
-    headers = dict(err.headers)
-    return Response(err.json(), status_code=err.status, headers=headers, media_type=JSON)
 
 
 def sse_response(chunks: AsyncIterator[bytes], headers: dict[str, str] | None = None) -> StreamingResponse:
