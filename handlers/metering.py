@@ -66,9 +66,10 @@ class Meter:
             return token_cost, headers
         return 0, headers
 
-    async def admit(self, key: Key, candidates: list[Model], req: Request) -> Hold:
+    async def admit(self, key: Key, candidates: list[Model], req: Request, input_estimate: int | None = None) -> Hold:
         """Check the key's rate limits, then hold the worst case any candidate could cost."""
-        inp, out = tokens.input_tokens(req), tokens.max_output_tokens(req)
+        inp = tokens.input_tokens(req) if input_estimate is None else input_estimate
+        out = tokens.max_output_tokens(req)
         charge, headers = await self._limits(key, inp + out)
         worst = max((m.cost(inp, out) for m in candidates), default=Decimal(0))
         if worst == 0:

@@ -68,12 +68,13 @@ async def relay(principal: Principal, req: Request, wire: ModuleType) -> Respons
     decision = routing.decide(gw.catalog, gw.config.policies or {}, gw.config.default_policy or "default", principal,
                               req)
     await gw.cooldowns.refresh(c.model.upstream for c in decision.candidates)
-    routing.screen(decision, gw.cooldowns.remaining, tokens.input_tokens(req) + (req.max_tokens or 0))
+    estimate = tokens.input_tokens(req)  # once: the context check and the reservation both need it
+    routing.screen(decision, gw.cooldowns.remaining, estimate + (req.max_tokens or 0))
     hold: Hold | None = None
     try:
         if not decision.runnable():
             raise _nothing_left(gw, decision)
-        hold = await gw.meter.admit(principal.key, [c.model for c in decision.runnable()], req)
+        hold = await gw.meter.admit(principal.key, [c.model for c in decision.runnable()], req, estimate)
         if req.stream:
             return await _stream(gw, decision, req, wire, hold)
         result = await _attempt(gw, decision, lambda up, m: up.complete(req, m.name))
