@@ -70,8 +70,8 @@ class KeyLimitsInput(StrictModel):
     Spend allowed per budget_period; null for none.
     """
     budget_period: Literal["total", "daily", "monthly"] = None
-    rpm: StrictInt | None = Field(None, ge=1)
-    tpm: StrictInt | None = Field(None, ge=1)
+    rpm: StrictInt | None = Field(None, ge=1, le=2147483647)
+    tpm: StrictInt | None = Field(None, ge=1, le=2147483647)
 
 
 class Health(StrictModel):

@@ -7,15 +7,18 @@ import asyncio
 import json
 import sys
 from collections.abc import Awaitable, Callable
-from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+import pydantic
+
+from generated import models
 from generated.config import Config
 from handlers import admin
 from handlers import config as config_mod
 from handlers.catalog import Catalog
 from handlers.errors import ApiError
+from handlers.glue import validation_error
 from handlers.store import open_store
 from handlers.store.base import Store
 
@@ -61,20 +64,26 @@ def _csv(text: str | None) -> list[str] | None:
     return None if text is None else [s.strip() for s in text.split(",") if s.strip()]
 
 
-def _key_fields(args: argparse.Namespace) -> dict[str, Any]:
+def validated(model: type[pydantic.BaseModel], fields: dict[str, Any]) -> dict[str, Any]:
+    """The fields as the API would take them: through the same generated model, with the same messages."""
+    try:
+        return model.model_validate_json(json.dumps(fields)).model_dump(exclude_unset=True)
+    except pydantic.ValidationError as exc:
+        raise validation_error(exc) from None
+
+
+def _key_fields(args: argparse.Namespace, model: type[pydantic.BaseModel]) -> dict[str, Any]:
     fields: dict[str, Any] = {}
-    for name in ("name", "policy"):
+    for name in ("name", "policy", "expires_at", "workspace_id"):
         if getattr(args, name, None) is not None:
             fields[name] = getattr(args, name)
     for name in ("scopes", "models"):
         if getattr(args, name, None) is not None:
             fields[name] = _csv(getattr(args, name))
-    if getattr(args, "expires_at", None):
-        fields["expires_at"] = datetime.fromisoformat(args.expires_at)
-    limits = {k: getattr(args, k) for k in ("budget", "budget_period", "rpm", "tpm") if getattr(args, k, None)}
+    limits = {k: getattr(args, k) for k in ("budget", "budget_period", "rpm", "tpm") if getattr(args, k, None) is not None}
     if limits:
         fields["limits"] = limits
-    return fields
+    return validated(model, fields)
 
 
 def run(args: argparse.Namespace, fn: Action) -> int:
@@ -90,14 +99,14 @@ def run(args: argparse.Namespace, fn: Action) -> int:
 
 def cmd_keys(args: argparse.Namespace) -> int:
     async def create(store: Store, cfg: Config) -> str:
-        fields = {**_key_fields(args), "workspace_id": args.workspace}
+        fields = _key_fields(args, models.KeyCreate)
         _, secret = await admin.create_key(store, Catalog.from_config(cfg), cfg.policies or {}, fields,
                                            await default_workspace(store))
         return secret  # alone on stdout, so a script can capture it
 
     async def update(store: Store, cfg: Config) -> dict[str, Any]:
         key = await admin.update_key(store, Catalog.from_config(cfg), cfg.policies or {}, args.key_id,
-                                     _key_fields(args))
+                                     _key_fields(args, models.KeyUpdate))
         return admin.key_json(key)
 
     async def listing(store: Store, cfg: Config) -> str:
@@ -116,14 +125,16 @@ def cmd_keys(args: argparse.Namespace) -> int:
 
 def cmd_workspaces(args: argparse.Namespace) -> int:
     async def create(store: Store, cfg: Config) -> dict[str, Any]:
-        return admin.workspace_json(await store.create_workspace(args.name, admin.money(args.credit, "credit")))
+        fields = validated(models.WorkspaceCreate, {"name": args.name, "credit": args.credit})
+        return admin.workspace_json(await store.create_workspace(fields["name"], admin.money(fields["credit"], "credit")))
 
     async def listing(store: Store, cfg: Config) -> list[dict[str, Any]]:
         return [admin.workspace_json(w) for w in await store.list_workspaces()]
 
     async def credit(store: Store, cfg: Config) -> dict[str, Any]:
+        amount = validated(models.CreditAdd, {"amount": args.amount})["amount"]
         await admin.workspace(store, args.workspace_id)
-        ws = await store.add_credit(args.workspace_id, admin.money(args.amount, "amount"))
+        ws = await store.add_credit(args.workspace_id, admin.money(amount, "amount"))
         return admin.workspace_json(ws or await admin.workspace(store, args.workspace_id))
 
     async def revoke(store: Store, cfg: Config) -> str:
@@ -152,7 +163,7 @@ def add_parsers(sub: Any) -> None:
     ksub = k.add_subparsers(dest="action", required=True)
     kc = ksub.add_parser("create", help="create a key; prints its secret, once, alone on stdout")
     _key_options(kc, create=True)
-    kc.add_argument("--workspace", help="workspace id (default: the first workspace)")
+    kc.add_argument("--workspace", dest="workspace_id", help="workspace id (default: the first workspace)")
     ku = ksub.add_parser("update", help="change a key (only the options given)")
     ku.add_argument("key_id")
     _key_options(ku, create=False)

@@ -55,6 +55,14 @@ def test_workspace_lifecycle(admin: httpx.Client) -> None:
     assert admin.post(f"/v1/workspaces/{ws.id}/credit", json={"amount": "-1"}).status_code == 400
 
 
+@pytest.mark.parametrize("limits", [{"rpm": 10**19}, {"tpm": 2**31}, {"rpm": 0}])
+def test_limits_out_of_range_are_400(admin: httpx.Client, limits: dict[str, int]) -> None:
+    for r in (admin.post("/v1/keys", json={"name": "x", "limits": limits}),
+              admin.patch(f"/v1/keys/{admin.get('/v1/key').json()['id']}", json={"limits": limits})):
+        field = next(iter(limits))
+        assert r.status_code == 400 and r.json()["error"]["param"] == f"limits.{field}", r.text
+
+
 def test_key_secret_is_shown_once_and_never_listed(gw: Live, admin: httpx.Client) -> None:
     r = admin.post("/v1/keys", json={"name": "svc", "scopes": ["inference"]})
     assert r.status_code == 201, r.text
@@ -140,12 +148,20 @@ def test_cli_uses_the_same_logic(tmp_path: Path) -> None:
     assert secret.startswith("sk-sw-") and "\n" not in secret
     listed = _cli(config, "keys", "list")
     assert "ci" in listed.stdout and secret not in listed.stdout
+    # The CLI validates through the API's generated models: the same bounds, the same messages.
     bad = _cli(config, "keys", "create", "--name", "x", "--scopes", "everything")
-    assert bad.returncode == 2 and "Unknown scope" in bad.stderr
+    assert bad.returncode == 2 and "scopes.0: Input should be 'inference'" in bad.stderr
+    huge = _cli(config, "keys", "create", "--name", "x", "--rpm", str(10**19))
+    assert huge.returncode == 2 and "limits.rpm: Input should be less than or equal to 2147483647" in huge.stderr
+    zero = _cli(config, "keys", "create", "--name", "x", "--tpm", "0")
+    assert zero.returncode == 2 and "limits.tpm" in zero.stderr
+    assert "Traceback" not in _cli(config, "keys", "create", "--name", "x", "--expires-at", "soon").stderr
     ws = _cli(config, "workspaces", "list")
     ws_id = ws.stdout.split('"id": "')[1].split('"')[0]
     credit = _cli(config, "workspaces", "credit", ws_id, "3.5")
     assert '"credit": "3.5"' in credit.stdout, credit.stderr
+    negative = _cli(config, "workspaces", "credit", ws_id, "--", "-5")
+    assert negative.returncode == 2 and "amount: String should match pattern" in negative.stderr
     key_id = listed.stdout.splitlines()[1].split("\t")[0]
     assert _cli(config, "keys", "revoke", key_id).stdout.strip() == f"revoked {key_id}"
     _cli(config, "keys", "create", "--name", "second")
