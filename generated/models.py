@@ -39,7 +39,10 @@ class WorkspaceCreate(StrictModel):
     model_config = ConfigDict(
         extra="forbid",
     )
-    name: StrictStr = Field(..., max_length=200, min_length=1)
+    name: StrictStr = Field(..., max_length=200, min_length=1, pattern="^[^\\x00-\\x1f\\x7f]+$")
+    """
+    For people to read; no control characters.
+    """
     credit: Money = None
 
 
@@ -47,7 +50,10 @@ class WorkspaceUpdate(StrictModel):
     model_config = ConfigDict(
         extra="forbid",
     )
-    name: StrictStr = Field(..., max_length=200, min_length=1)
+    name: StrictStr = Field(..., max_length=200, min_length=1, pattern="^[^\\x00-\\x1f\\x7f]+$")
+    """
+    For people to read; no control characters.
+    """
 
 
 class CreditAdd(StrictModel):
@@ -313,7 +319,10 @@ class KeyCreate(StrictModel):
     model_config = ConfigDict(
         extra="forbid",
     )
-    name: StrictStr = Field(..., max_length=200, min_length=1)
+    name: StrictStr = Field(..., max_length=200, min_length=1, pattern="^[^\\x00-\\x1f\\x7f]+$")
+    """
+    For people to read; no control characters.
+    """
     workspace_id: StrictStr = None
     """
     Default, the calling admin key's workspace.
@@ -342,7 +351,10 @@ class KeyUpdate(StrictModel):
     model_config = ConfigDict(
         extra="forbid",
     )
-    name: StrictStr = Field(None, max_length=200, min_length=1)
+    name: StrictStr = Field(None, max_length=200, min_length=1, pattern="^[^\\x00-\\x1f\\x7f]+$")
+    """
+    For people to read; no control characters.
+    """
     scopes: list[Scope] = None
     models: list[StrictStr] | None = None
     policy: StrictStr | None = None

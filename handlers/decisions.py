@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -11,6 +12,8 @@ from handlers.store.base import Store
 _FLUSH_EVERY = 0.25  # seconds
 _PRUNE_EVERY = 3600.0
 _BATCH = 200
+
+log = logging.getLogger("specway.decisions")
 
 
 class Recorder:
@@ -40,10 +43,30 @@ class Recorder:
 
     async def flush(self) -> None:
         while self._pending:
-            batch = dict(list(self._pending.items())[:_BATCH])
-            await self._store.save_decisions(list(batch.values()))
-            for k in batch:
-                self._pending.pop(k, None)
+            batch = list(self._pending.values())[:_BATCH]
+            try:
+                await self._store.save_decisions(batch)
+            except Exception:
+                if not await self._one_by_one(batch):
+                    raise  # the store is away: everything stays pending and is retried
+            for record in batch:
+                self._pending.pop(record["id"], None)
+
+    async def _one_by_one(self, batch: list[dict[str, Any]]) -> bool:
+        """A batch failed: write its records alone, so that one the store refuses cannot hold back the rest.
+        A record is given up only when others were written in the same pass (the store is there; it refuses
+        that record); False when none could be written."""
+        refused = []
+        for record in batch:
+            try:
+                await self._store.save_decisions([record])
+            except Exception:  # noqa: BLE001 - which failure it was is logged below, with the record's id
+                refused.append(record)
+        if len(refused) == len(batch):
+            return False
+        for record in refused:
+            log.error("the store refused decision record %s; it is dropped", record["id"])
+        return True
 
     async def prune(self) -> int:
         return await self._store.prune_decisions(datetime.now(UTC) - self._retention)

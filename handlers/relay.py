@@ -72,6 +72,8 @@ async def relay(principal: Principal, req: Request, wire: ModuleType) -> Respons
     routing.screen(decision, gw.cooldowns.remaining, estimate + (req.max_tokens or 0))
     hold: Hold | None = None
     try:
+        if decision.refusal is not None:
+            raise decision.refusal
         if not decision.runnable():
             raise _nothing_left(gw, decision)
         hold = await gw.meter.admit(principal.key, [c.model for c in decision.runnable()], req, estimate)

@@ -49,6 +49,7 @@ class Decision:
     usage_estimated: bool = False
     cost: str | None = None
     outcome: str = "pending"
+    refusal: ApiError | None = None  # routing itself refused: an unknown model, or one the key may not use
     created: datetime = field(default_factory=lambda: datetime.now(UTC))
     started: float = field(default_factory=time.perf_counter)
 
@@ -60,6 +61,8 @@ class Decision:
                               "latency_ms": round((time.perf_counter() - started) * 1000, 3)})
 
     def explanation(self) -> str:
+        if self.refusal is not None:
+            return f"Routing refused the request: {self.why}"
         parts = [self.why]
         first = self.candidates[0] if self.candidates else None
         if first is not None and first.verdict == "skipped":
@@ -111,7 +114,11 @@ def decide(catalog: Catalog, policies: dict[str, PolicySettings], default_policy
     policy = policies[policy_name]
     effort = normalise_effort(req, policy)
     d = Decision(new_decision_id(), principal, req.format, req.model, effort, policy_name, req.stream, why="")
-    first, d.why, rest = _first_choice(catalog, policy, policy_name, key.models, req.model, effort)
+    try:
+        first, d.why, rest = _first_choice(catalog, policy, policy_name, key.models, req.model, effort)
+    except ApiError as err:
+        d.why, d.refusal = err.message, err
+        return d
     named = (policy.fallbacks or {}).get(first.id) or _alias_fallbacks(policy, first)
     chain: list[tuple[Model, str]] = []
     for m, why in [*((m, f"next in the {effort!r} tier of policy {policy_name!r}") for m in rest),

@@ -113,6 +113,18 @@ def test_an_alias_resolves(gw: Live, fakes: tuple[FakeUpstream, FakeUpstream]) -
     assert "an alias of acme/strong" in explain(gw, r).json()["explanation"]
 
 
+def test_a_refused_model_is_a_decision_too(gw: Live) -> None:
+    limited = gw.create_key(models=("fast",))
+    unknown = post(gw, "/v1/chat/completions", {"messages": USER, "model": "nope"}, key=limited)
+    denied = post(gw, "/v1/chat/completions", {"messages": USER, "model": "strong"}, key=limited)
+    assert (unknown.status_code, denied.status_code) == (404, 403)
+    assert "'strong'" in denied.json()["error"]["message"] and denied.json()["error"]["param"] == "model"
+    for r, code in ((unknown, "model_not_found"), (denied, "model_not_allowed")):
+        record = explain(gw, r).json()
+        assert (record["outcome"], record["candidates"], record["attempts"], record["model"]) == (code, [], [], None)
+        assert record["explanation"] == f"Routing refused the request: {r.json()['error']['message']}"
+
+
 @pytest.mark.parametrize("fault", [{"status": 500}, {"status": 429}, {"delay": 1.5}])
 @pytest.mark.parametrize("stream", [False, True])
 def test_a_failure_before_the_first_byte_falls_back(gw: Live, fakes: tuple[FakeUpstream, FakeUpstream],

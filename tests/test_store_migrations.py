@@ -24,6 +24,21 @@ from tests.store_support import (
 # decision records
 
 
+async def test_a_nul_from_a_caller_finds_nothing_and_never_breaks_a_write(store: Store) -> None:
+    """PostgreSQL's text and jsonb refuse NUL; a caller can still send one in a path or a model name."""
+    ws = await store.create_workspace("w")
+    for lookup in (store.get_workspace("ws_\x00"), store.get_key("key_\x00"), store.get_decision("\x00"),
+                   store.key_by_secret("sk-sw-\x00"), store.list_keys("ws_\x00"), store.revoke_key("\x00")):
+        assert not await lookup
+    record = {"id": "dec_nul", "created_at": NOW.isoformat(), "workspace_id": ws.id, "requested_model": "m\x00",
+              "attempts": [{"error": "upstream said \x00"}], "note": "a \\u0000 that is text"}
+    await store.save_decisions([record, {"id": "dec_ok", "created_at": NOW.isoformat()}])
+    saved = await store.get_decision("dec_nul")
+    assert saved is not None and saved["requested_model"] == "m\ufffd"
+    assert saved["attempts"] == [{"error": "upstream said \ufffd"}] and saved["note"] == "a \\u0000 that is text"
+    assert await store.get_decision("dec_ok") is not None
+
+
 async def test_decisions_round_trip_and_prune(store: Store) -> None:
     old = {"id": "dec_old", "created_at": "2020-01-01T00:00:00+00:00", "workspace_id": "ws_1", "key_id": "key_1"}
     new = {

@@ -18,6 +18,14 @@ from .migrations import migrate_postgres
 from .sqlbase import SQLStore
 
 
+def _text(args: Sequence[Any]) -> Sequence[Any]:
+    """PostgreSQL text cannot hold NUL, which a caller can put in a path (/v1/keys/%00). No id or name we store
+    has one (the spec forbids control characters in names), so such a value can only find nothing."""
+    if any(isinstance(a, str) and "\x00" in a for a in args):
+        return [a.replace("\x00", "\ufffd") if isinstance(a, str) else a for a in args]
+    return args
+
+
 class _Conn:
     __slots__ = ("_conn",)
 
@@ -25,18 +33,18 @@ class _Conn:
         self._conn = conn
 
     async def fetchrow(self, sql: str, *args: Any) -> Any:
-        return await self._conn.fetchrow(sql, *args)
+        return await self._conn.fetchrow(sql, *_text(args))
 
     async def fetch(self, sql: str, *args: Any) -> list[Any]:
-        return await self._conn.fetch(sql, *args)
+        return await self._conn.fetch(sql, *_text(args))
 
     async def execute(self, sql: str, *args: Any) -> int:
-        status = await self._conn.execute(sql, *args)  # "UPDATE 1", "INSERT 0 1", "DELETE 3"
+        status = await self._conn.execute(sql, *_text(args))  # "UPDATE 1", "INSERT 0 1", "DELETE 3"
         count = status.rpartition(" ")[2]
         return int(count) if count.isdigit() else 0
 
     async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        await self._conn.executemany(sql, rows)
+        await self._conn.executemany(sql, [_text(r) for r in rows])
 
 
 class PostgresStore(SQLStore):

@@ -164,4 +164,16 @@ def to_decision(record: dict[str, Any]) -> tuple[Any, ...]:
             raise ValueError(f"a decision record needs {required!r}")
     created_at = _time(record["created_at"])
     text = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+    if "\\u0000" in text:  # a NUL from the caller (a model name, say): PostgreSQL's jsonb refuses it
+        text = json.dumps(_without_nul(record), ensure_ascii=False, separators=(",", ":"))
     return record["id"], created_at, record.get("workspace_id"), record.get("key_id"), text
+
+
+def _without_nul(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd")
+    if isinstance(value, dict):
+        return {_without_nul(k): _without_nul(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without_nul(v) for v in value]
+    return value
