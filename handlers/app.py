@@ -27,6 +27,7 @@ from handlers import paths
 from handlers.errors import ApiError
 from handlers.gateway import Gateway
 from handlers.middleware import Edge
+from handlers.operation import Api
 
 log = logging.getLogger("specway")
 
@@ -98,6 +99,7 @@ def create_app(config: Config | None = None, *, gateway: Gateway | None = None) 
         validator_map={**VALIDATOR_MAP, "body": MediaTypeDict({"*/*json": _BodyParsedByRoute})},
         swagger_ui_options=SwaggerUIOptions(swagger_ui_path="/docs"),
     )
+    app._middleware_app.api_cls = Api  # operations that build their call path once (handlers/operation.py)
     app.add_api(paths.SPEC, resolver=Resolver(lambda op_id: getattr(routes, op_id)), validate_responses=False)
     app.add_error_handler(ApiError, _on_api_error)
     app.add_error_handler(ProblemException, _on_problem)

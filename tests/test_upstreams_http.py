@@ -183,6 +183,16 @@ async def test_closing_the_stream_cancels_the_upstream_request(build: Build, kin
 
 
 @pytest.mark.parametrize("kind", KINDS)
+async def test_a_cookie_an_upstream_sets_never_rides_on_the_next_request(fake: FakeUpstream, build: Build,
+                                                                          kind: str) -> None:
+    upstream = build(kind)
+    fake.script(headers={"set-cookie": "session=caller-a; Path=/"})
+    await upstream.complete(HELLO, "m")
+    await upstream.complete(HELLO, "m")
+    assert "cookie" not in fake.requests[-1].headers
+
+
+@pytest.mark.parametrize("kind", KINDS)
 async def test_connections_are_kept_alive_and_reused(fake: FakeUpstream, build: Build, kind: str) -> None:
     upstream = build(kind)
     await upstream.complete(HELLO, "m")

@@ -9,6 +9,7 @@ import email.utils
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping
+from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Any, NamedTuple, TypeVar
 
 import aiohttp
@@ -70,6 +71,8 @@ def make_client(
         timeout=httpx.Timeout(timeouts.read, connect=timeouts.connect, pool=timeouts.connect),
         transport=transport or AiohttpTransport(limits=LIMITS),
         limits=LIMITS,
+        # A cookie an upstream sets must never ride along on another caller's request.
+        cookies=CookieJar(policy=DefaultCookiePolicy(allowed_domains=[])),
         # Environment proxies would be mounted in front of an injected (test) transport; only the real one uses them.
         trust_env=transport is None,
     )
@@ -204,6 +207,7 @@ class HttpUpstream(Upstream):
         self._secret = api_key
         own = self.auth_headers(api_key) if api_key else {}
         self._client = make_client(base_url, headers={**own, **(headers or {})}, timeouts=timeouts, transport=transport)
+        self._urls: dict[str, httpx.URL] = {}
 
     @abc.abstractmethod
     def auth_headers(self, api_key: str) -> dict[str, str]:
@@ -216,7 +220,7 @@ class HttpUpstream(Upstream):
         """POST a JSON body and return the JSON answer; any failure is an UpstreamError."""
         with self._failures():
             async with asyncio.timeout(self.timeouts.total):
-                response = await self._client.post(path, content=orjson.dumps(body), headers=_JSON)
+                response = await self._client.post(self._url(path), content=orjson.dumps(body), headers=_JSON)
                 if not response.is_success:
                     raise self._status_error(response, response.content)
                 return self.parse_json(response.content)
@@ -225,7 +229,7 @@ class HttpUpstream(Upstream):
         """POST a JSON body and yield the answer's server-sent events. Closing this closes the connection."""
         deadline = asyncio.get_running_loop().time() + self.timeouts.total
         async with contextlib.AsyncExitStack() as stack:
-            request = self._client.stream("POST", path, content=orjson.dumps(body), headers=_JSON)
+            request = self._client.stream("POST", self._url(path), content=orjson.dumps(body), headers=_JSON)
             response = await self._by(deadline, stack.enter_async_context(request))
             if not response.is_success:
                 raise self._status_error(response, await self._by(deadline, response.aread()))
@@ -233,6 +237,13 @@ class HttpUpstream(Upstream):
             # The deadline wraps each read, never a yield: a timeout scope must not span the consumer's code.
             while (event := await self._by(deadline, anext(events, None))) is not None:
                 yield event
+
+    def _url(self, path: str) -> httpx.URL:
+        """The absolute URL of a path, parsed once: httpx would parse and join it again on every request."""
+        url = self._urls.get(path)
+        if url is None:
+            url = self._urls[path] = httpx.URL(str(self._client.base_url).rstrip("/") + path)
+        return url
 
     def parse_json(self, data: bytes | str) -> dict[str, Any]:
         try:
