@@ -127,6 +127,16 @@ async def revoke_key(store: Store, key_id: str) -> Key:
     return _key_found(await store.revoke_key(key_id), key_id)
 
 
+async def create_workspace(store: Store, fields: dict[str, Any]) -> Workspace:
+    return await store.create_workspace(fields["name"], money(fields.get("credit") or "0", "credit"))
+
+
+async def add_credit(store: Store, workspace_id: str, amount: str) -> Workspace:
+    await workspace(store, workspace_id)
+    ws = await store.add_credit(workspace_id, money(amount, "amount"))
+    return ws or await workspace(store, workspace_id)
+
+
 async def revoke_workspace(store: Store, workspace_id: str) -> tuple[Workspace, list[Key]]:
     """Revoke every key of the workspace; it stays, with its credit and history, for the record."""
     ws = await workspace(store, workspace_id)

@@ -126,16 +126,14 @@ def cmd_keys(args: argparse.Namespace) -> int:
 def cmd_workspaces(args: argparse.Namespace) -> int:
     async def create(store: Store, cfg: Config) -> dict[str, Any]:
         fields = validated(models.WorkspaceCreate, {"name": args.name, "credit": args.credit})
-        return admin.workspace_json(await store.create_workspace(fields["name"], admin.money(fields["credit"], "credit")))
+        return admin.workspace_json(await admin.create_workspace(store, fields))
 
     async def listing(store: Store, cfg: Config) -> list[dict[str, Any]]:
         return [admin.workspace_json(w) for w in await store.list_workspaces()]
 
     async def credit(store: Store, cfg: Config) -> dict[str, Any]:
         amount = validated(models.CreditAdd, {"amount": args.amount})["amount"]
-        await admin.workspace(store, args.workspace_id)
-        ws = await store.add_credit(args.workspace_id, admin.money(amount, "amount"))
-        return admin.workspace_json(ws or await admin.workspace(store, args.workspace_id))
+        return admin.workspace_json(await admin.add_credit(store, args.workspace_id, amount))
 
     async def revoke(store: Store, cfg: Config) -> str:
         _, revoked = await admin.revoke_workspace(store, args.workspace_id)

@@ -23,13 +23,14 @@ from connexion.uri_parsing import AbstractURIParser
 class _Decorator(StarletteDecorator):
     def __call__(self, function: Callable[..., Any]) -> Callable[..., Any]:
         decorated = self.decorate(function)
-        parser: list[AbstractURIParser] = []  # this operation's, made on the first call (it needs the context)
+        parser: AbstractURIParser | None = None  # this operation's, made on the first call (it needs the context)
 
         @functools.wraps(function)
         async def wrapper(*args: Any, **kwargs: Any) -> Any:
-            if not parser:
-                parser.append(self.uri_parser)
-            request = self.framework.get_request(uri_parser=parser[0], scope=context.scope, receive=context.receive)
+            nonlocal parser
+            if parser is None:
+                parser = self.uri_parser
+            request = self.framework.get_request(uri_parser=parser, scope=context.scope, receive=context.receive)
             return await decorated(request)
 
         return wrapper

@@ -20,9 +20,7 @@ async def list_workspaces(principal: Principal) -> Response:
 
 
 async def create_workspace(principal: Principal, body: models.WorkspaceCreate) -> Response:
-    store = gateway.current().store
-    credit = admin.money(body.credit.root, "credit") if body.credit is not None else admin.money("0", "credit")
-    ws = await store.create_workspace(body.name, credit)
+    ws = await admin.create_workspace(gateway.current().store, _body(body))
     return json_response(admin.workspace_json(ws), status=201)
 
 
@@ -46,10 +44,8 @@ async def revoke_workspace(principal: Principal, workspace_id: str) -> Response:
 
 
 async def add_credit(principal: Principal, body: models.CreditAdd, workspace_id: str) -> Response:
-    store = gateway.current().store
-    await admin.workspace(store, workspace_id)
-    ws = await store.add_credit(workspace_id, admin.money(body.amount.root, "amount"))
-    return json_response(admin.workspace_json(ws or await admin.workspace(store, workspace_id)))
+    ws = await admin.add_credit(gateway.current().store, workspace_id, body.amount.root)
+    return json_response(admin.workspace_json(ws))
 
 
 async def list_keys(principal: Principal, workspace_id: str | None = None) -> Response:
