@@ -46,7 +46,7 @@ def start_upstream(workdir: Path, port: int | None) -> Target:
 
 def specway_command() -> list[str]:
     exe = Path(sys.executable).with_name("specway")
-    return [str(exe)] if exe.exists() else [sys.executable, "-m", "handlers.cli"]
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "handlers.cli.main"]
 
 
 def start_specway(workdir: Path, upstream: Target, log_level: str) -> Target:

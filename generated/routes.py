@@ -8,8 +8,8 @@ model, and calls the hand-written handler in handlers/endpoints/.
 from connexion.context import request
 
 from generated import models
-from handlers import glue
-from handlers.endpoints import admin, catalog, inference, operations
+from handlers.edge import glue
+from handlers.endpoints import admin, discovery, inference, operations
 
 
 async def add_credit(workspace_id):
@@ -50,7 +50,7 @@ async def create_workspace():
 
 async def explain_decision(decision_id):
     principal = await glue.authenticate(request, "explain:read")
-    return await catalog.explain_decision(principal, decision_id)
+    return await discovery.explain_decision(principal, decision_id)
 
 
 async def get_admin_key(key_id):
@@ -60,12 +60,12 @@ async def get_admin_key(key_id):
 
 async def get_key():
     principal = await glue.authenticate(request, "key:read")
-    return await catalog.get_key(principal)
+    return await discovery.get_key(principal)
 
 
 async def get_model(model_id):
     principal = await glue.authenticate(request, "models:read")
-    return await catalog.get_model(principal, model_id)
+    return await discovery.get_model(principal, model_id)
 
 
 async def get_workspace(workspace_id):
@@ -85,7 +85,7 @@ async def list_keys(workspace_id=None):
 
 async def list_models(after_id=None, before_id=None, limit=None):
     principal = await glue.authenticate(request, "models:read")
-    return await catalog.list_models(principal, after_id, before_id, limit)
+    return await discovery.list_models(principal, after_id, before_id, limit)
 
 
 async def list_workspaces():

@@ -11,17 +11,17 @@ from typing import Any
 
 from generated.config import Config, CooldownSettings, DecisionSettings, LimitsSettings
 from handlers import config as config_mod
-from handlers.auth import KeyCache
-from handlers.catalog import Catalog
-from handlers.cooldown import Cooldowns, SharedCooldowns
-from handlers.decisions import Recorder
-from handlers.metering import Meter
+from handlers.administration.auth import KeyCache
+from handlers.inference.catalog import Catalog
+from handlers.inference.cooldown import Cooldowns, SharedCooldowns
+from handlers.inference.upstreams.base import Upstream
+from handlers.inference.upstreams.factory import build_upstream
+from handlers.metering.meter import Meter
+from handlers.metering.ratelimit import Limiter, MemoryLimiter, RedisLimiter
+from handlers.observability.decisions import Recorder
 from handlers.periodic import Periodic
-from handlers.ratelimit import Limiter, MemoryLimiter, RedisLimiter
 from handlers.store import open_store
 from handlers.store.base import Store
-from handlers.upstreams.base import Upstream
-from handlers.upstreams.factory import build_upstream
 
 log = logging.getLogger("specway")
 _REAP_EVERY = 300.0  # seconds between looks for reservations a dead process left held

@@ -22,7 +22,7 @@ import pytest
 import uvicorn
 
 from handlers import config as config_mod
-from handlers.app import create_app
+from handlers.edge.app import create_app
 from handlers.gateway import Gateway
 from handlers.store.base import SCOPES
 

@@ -199,12 +199,12 @@ def test_body_over_the_limit_is_413(tmp_path: Path) -> None:
 
 
 def test_a_crash_is_a_500_in_the_error_shape(live: Live, monkeypatch: pytest.MonkeyPatch) -> None:
-    from handlers.endpoints import catalog
+    from handlers.endpoints import discovery
 
     async def boom(principal: object) -> None:
         raise RuntimeError("secret internals")
 
-    monkeypatch.setattr(catalog, "get_key", boom)
+    monkeypatch.setattr(discovery, "get_key", boom)
     with httpx.Client(base_url=live.url, headers=live.headers) as c:
         r = c.get("/v1/key")
     assert_error(r, 500, "internal_error")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from handlers.decisions import Recorder
+from handlers.observability.decisions import Recorder
 from handlers.store import SQLiteStore
 from tests.store_support import NOW
 

@@ -50,7 +50,7 @@ def test_operation_without_handler_fails_naming_it(tmp_path: Path) -> None:
 
 def test_handler_without_operation_fails_naming_it(tmp_path: Path) -> None:
     root = _copy_tree(tmp_path)
-    with (root / "handlers/endpoints/catalog.py").open("a") as f:
+    with (root / "handlers/endpoints/discovery.py").open("a") as f:
         f.write("\n\nasync def orphan(principal):\n    return None\n")
     with pytest.raises(SpecError) as info:
         gen.render(root)

@@ -13,9 +13,9 @@ import httpx
 import pytest
 
 from generated.config import PolicySettings, ThinkingBudget
-from handlers.canonical import Message, Request, Text
-from handlers.cooldown import Cooldowns
-from handlers.routing import normalise_effort
+from handlers.inference.canonical import Message, Request, Text
+from handlers.inference.cooldown import Cooldowns
+from handlers.inference.routing import normalise_effort
 from handlers.store import open_store
 from tests.conftest import Live, serve
 from tests.fake_upstream import FakeUpstream
@@ -261,9 +261,9 @@ def test_weights_spread_a_tier_and_the_rest_stay_fallbacks() -> None:
     from datetime import UTC, datetime
 
     from generated.config import Config
-    from handlers.auth import Principal
-    from handlers.catalog import Catalog
-    from handlers.routing import decide
+    from handlers.administration.auth import Principal
+    from handlers.inference.catalog import Catalog
+    from handlers.inference.routing import decide
     from handlers.store.base import Key
 
     cfg = Config.model_validate({

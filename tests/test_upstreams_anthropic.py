@@ -6,7 +6,7 @@ import httpx
 import orjson
 import pytest
 
-from handlers.canonical import (
+from handlers.inference.canonical import (
     Finish,
     FinishReason,
     Message,
@@ -20,7 +20,7 @@ from handlers.canonical import (
     UsageReport,
     fold,
 )
-from handlers.upstreams import AnthropicUpstream
+from handlers.inference.upstreams import AnthropicUpstream
 from tests.fake_upstream import FakeUpstream
 from tests.upstream_support import (
     HELLO,

@@ -4,8 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from handlers.canonical import Finish, FinishReason, Message, Request, Result, Text, TextDelta, Usage, UsageReport, fold
-from handlers.upstreams import EchoUpstream
+from handlers.inference.canonical import (
+    Finish,
+    FinishReason,
+    Message,
+    Request,
+    Result,
+    Text,
+    TextDelta,
+    Usage,
+    UsageReport,
+    fold,
+)
+from handlers.inference.upstreams import EchoUpstream
 from tests.upstream_support import events
 
 

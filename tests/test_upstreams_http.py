@@ -13,9 +13,17 @@ from email.utils import formatdate
 import httpx
 import pytest
 
-from handlers.canonical import Event, Finish, FinishReason, TextDelta, ToolCallDelta, ToolCallStart, UsageReport
-from handlers.upstreams import OpenAIUpstream, Timeouts, UpstreamError
-from handlers.upstreams.http import SseEvent, error_detail, iter_sse, retry_after
+from handlers.inference.canonical import (
+    Event,
+    Finish,
+    FinishReason,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallStart,
+    UsageReport,
+)
+from handlers.inference.upstreams import OpenAIUpstream, Timeouts, UpstreamError
+from handlers.inference.upstreams.http import SseEvent, error_detail, iter_sse, retry_after
 from tests.fake_upstream import FakeUpstream
 from tests.upstream_support import (
     HELLO,

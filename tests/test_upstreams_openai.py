@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from handlers.canonical import (
+from handlers.inference.canonical import (
     Finish,
     FinishReason,
     Request,

@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from generated import models as g
-from handlers.canonical import Message, Text, Tool, ToolCall, ToolChoice, ToolResult, Unknown
 from handlers.errors import ApiError
-from handlers.wire import chat
+from handlers.inference.canonical import Message, Text, Tool, ToolCall, ToolChoice, ToolResult, Unknown
+from handlers.inference.formats import chat
 from tests.wire_support import ANSWER, RESULTS, USER, bad, parse, render
 
 # --- parse ---------------------------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ from typing import Any
 import anthropic.types as anthropic_types
 import pytest
 
-from handlers.canonical import (
+from handlers.inference.canonical import (
     FinishReason,
     Message,
     Result,

@@ -7,7 +7,7 @@ from typing import Any
 import openai.types.responses as openai_responses
 import pytest
 
-from handlers.canonical import Message, Text, Tool, ToolCall, ToolChoice, ToolResult, Unknown
+from handlers.inference.canonical import Message, Text, Tool, ToolCall, ToolChoice, ToolResult, Unknown
 from tests.wire_support import ANSWER, RESULTS, USER, bad, parse, render
 
 # --- parse ---------------------------------------------------------------------------------------------------------

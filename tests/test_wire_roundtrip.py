@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from generated import models as g
-from handlers.canonical import FinishReason, Message, Result, Text, ToolCall, ToolResult, Usage
+from handlers.inference.canonical import FinishReason, Message, Result, Text, ToolCall, ToolResult, Usage
 from tests.wire_support import MODULES, REQUESTS, RESULTS, USER, parse, render
 
 # --- tool choices --------------------------------------------------------------------------------------------------

@@ -15,7 +15,8 @@ import orjson
 import pytest
 from pydantic import TypeAdapter
 
-from handlers.canonical import (
+from handlers.errors import ApiError
+from handlers.inference.canonical import (
     Event,
     Finish,
     FinishReason,
@@ -29,8 +30,7 @@ from handlers.canonical import (
     UsageReport,
     fold,
 )
-from handlers.errors import ApiError
-from handlers.wire import messages
+from handlers.inference.formats import messages
 from tests.wire_support import ANSWER, MODULES, REQUESTS, USER, parse, render
 
 TOOLS_STREAM: list[Event] = [

@@ -8,8 +8,19 @@ from typing import Any
 
 import pytest
 
-from handlers.canonical import Event, Message, Request, Result, Text, Tool, ToolCall, ToolResult, Unknown, fold
-from handlers.upstreams import AnthropicUpstream, OpenAIUpstream, Upstream, UpstreamError
+from handlers.inference.canonical import (
+    Event,
+    Message,
+    Request,
+    Result,
+    Text,
+    Tool,
+    ToolCall,
+    ToolResult,
+    Unknown,
+    fold,
+)
+from handlers.inference.upstreams import AnthropicUpstream, OpenAIUpstream, Upstream, UpstreamError
 from tests.fake_upstream import FakeUpstream
 
 KEY = "sk-test-SECRET-0123456789"

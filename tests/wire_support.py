@@ -9,10 +9,10 @@ import pydantic
 import pytest
 
 from generated import models as g
-from handlers.canonical import Answer, FinishReason, Request, Result, Text, ToolCall, Usage
+from handlers.edge.glue import validation_error
 from handlers.errors import ApiError
-from handlers.glue import validation_error
-from handlers.wire import chat, messages, responses
+from handlers.inference.canonical import Answer, FinishReason, Request, Result, Text, ToolCall, Usage
+from handlers.inference.formats import chat, messages, responses
 
 ANSWER = Answer(decision_id="dec123", model="pub/model", created=1_700_000_000)
 MODULES = {"chat": chat, "messages": messages, "responses": responses}

@@ -5,9 +5,10 @@ from __future__ import annotations
 from starlette.responses import Response
 
 from generated import models
-from handlers import admin, gateway
-from handlers.auth import Principal
-from handlers.http import json_response
+from handlers import gateway
+from handlers.administration import accounts as admin
+from handlers.administration.auth import Principal
+from handlers.edge.responses import json_response
 
 
 def _body(model: models.StrictModel) -> dict[str, object]:

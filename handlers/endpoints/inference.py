@@ -5,9 +5,9 @@ from __future__ import annotations
 from starlette.responses import Response
 
 from generated import models
-from handlers.auth import Principal
-from handlers.relay import relay
-from handlers.wire import chat, messages, responses
+from handlers.administration.auth import Principal
+from handlers.inference.formats import chat, messages, responses
+from handlers.inference.relay import relay
 
 
 async def create_chat_completion(principal: Principal, body: models.ChatCompletionRequest) -> Response:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from starlette.responses import Response
 
 from handlers import gateway
-from handlers import metrics as metrics_mod
+from handlers.edge.responses import json_response
 from handlers.errors import ApiError
-from handlers.http import json_response
+from handlers.observability import metrics as metrics_mod
 
 
 async def healthz(principal: None) -> Response:

@@ -1,0 +1,184 @@
+"""`specway keys ...` and `specway workspaces ...`: the admin API's logic (handlers.administration.accounts), from a shell."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import pydantic
+
+from generated import models
+from generated.config import Config
+from handlers import config as config_mod
+from handlers.administration import accounts as admin
+from handlers.edge.glue import validation_error
+from handlers.errors import ApiError
+from handlers.inference.catalog import Catalog
+from handlers.store import open_store
+from handlers.store.base import Store
+
+Action = Callable[[Store, Config], Awaitable[Any]]
+
+
+class StoreUnreachable(Exception):
+    """The configured store cannot be opened; the message names it (never its password)."""
+
+
+def redact(url: str) -> str:
+    """A URL fit for a message: any password replaced."""
+    parts = urlsplit(url)
+    if parts.password:
+        netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+        return urlunsplit(parts._replace(netloc=netloc))
+    return url
+
+
+async def with_store(cfg_path: str | None, fn: Action) -> Any:
+    cfg = config_mod.load(cfg_path)
+    url = cfg.store.url  # type: ignore[union-attr]
+    store = open_store(url)
+    try:
+        await store.open()
+    except Exception as exc:  # noqa: BLE001 - any failure to open it: name the store and stop
+        await store.close()
+        raise StoreUnreachable(f"cannot open the store at {redact(url)} ({type(exc).__name__}: {exc})") from None
+    try:
+        return await fn(store, cfg)
+    finally:
+        await store.close()
+
+
+async def default_workspace(store: Store) -> str:
+    workspaces = await store.list_workspaces()
+    if workspaces:
+        return workspaces[0].id
+    return (await store.create_workspace("default")).id
+
+
+def _csv(text: str | None) -> list[str] | None:
+    return None if text is None else [s.strip() for s in text.split(",") if s.strip()]
+
+
+def validated(model: type[pydantic.BaseModel], fields: dict[str, Any]) -> dict[str, Any]:
+    """The fields as the API would take them: through the same generated model, with the same messages."""
+    try:
+        return model.model_validate_json(json.dumps(fields)).model_dump(exclude_unset=True)
+    except pydantic.ValidationError as exc:
+        raise validation_error(exc) from None
+
+
+def _key_fields(args: argparse.Namespace, model: type[pydantic.BaseModel]) -> dict[str, Any]:
+    fields: dict[str, Any] = {}
+    for name in ("name", "policy", "expires_at", "workspace_id"):
+        if getattr(args, name, None) is not None:
+            fields[name] = getattr(args, name)
+    for name in ("scopes", "models"):
+        if getattr(args, name, None) is not None:
+            fields[name] = _csv(getattr(args, name))
+    limits = {k: getattr(args, k) for k in ("budget", "budget_period", "rpm", "tpm") if getattr(args, k, None) is not None}
+    if limits:
+        fields["limits"] = limits
+    return validated(model, fields)
+
+
+def run(args: argparse.Namespace, fn: Action) -> int:
+    try:
+        result = asyncio.run(with_store(args.config, fn))
+    except ApiError as err:
+        print(f"specway: {err.message}", file=sys.stderr)
+        return 2
+    if result is not None:
+        print(result if isinstance(result, str) else json.dumps(result, indent=2))
+    return 0
+
+
+def cmd_keys(args: argparse.Namespace) -> int:
+    async def create(store: Store, cfg: Config) -> str:
+        fields = _key_fields(args, models.KeyCreate)
+        _, secret = await admin.create_key(store, Catalog.from_config(cfg), cfg.policies or {}, fields,
+                                           await default_workspace(store))
+        return secret  # alone on stdout, so a script can capture it
+
+    async def update(store: Store, cfg: Config) -> dict[str, Any]:
+        key = await admin.update_key(store, Catalog.from_config(cfg), cfg.policies or {}, args.key_id,
+                                     _key_fields(args, models.KeyUpdate))
+        return admin.key_json(key)
+
+    async def listing(store: Store, cfg: Config) -> str:
+        rows = ["id\tname\thint\tscopes\tstate\tworkspace"]
+        for k in await store.list_keys(args.workspace):
+            state = "revoked" if k.revoked_at else "active"
+            rows.append("\t".join((k.id, k.name, k.hint, ",".join(k.scopes), state, k.workspace_id)))
+        return "\n".join(rows)
+
+    async def revoke(store: Store, cfg: Config) -> str:
+        return f"revoked {(await admin.revoke_key(store, args.key_id)).id}"
+
+    actions: dict[str, Action] = {"create": create, "update": update, "list": listing, "revoke": revoke}
+    return run(args, actions[args.action])
+
+
+def cmd_workspaces(args: argparse.Namespace) -> int:
+    async def create(store: Store, cfg: Config) -> dict[str, Any]:
+        fields = validated(models.WorkspaceCreate, {"name": args.name, "credit": args.credit})
+        return admin.workspace_json(await admin.create_workspace(store, fields))
+
+    async def listing(store: Store, cfg: Config) -> list[dict[str, Any]]:
+        return [admin.workspace_json(w) for w in await store.list_workspaces()]
+
+    async def credit(store: Store, cfg: Config) -> dict[str, Any]:
+        amount = validated(models.CreditAdd, {"amount": args.amount})["amount"]
+        return admin.workspace_json(await admin.add_credit(store, args.workspace_id, amount))
+
+    async def revoke(store: Store, cfg: Config) -> str:
+        _, revoked = await admin.revoke_workspace(store, args.workspace_id)
+        return f"revoked {len(revoked)} key(s) of {args.workspace_id}"
+
+    actions: dict[str, Action] = {"create": create, "list": listing, "credit": credit, "revoke": revoke}
+    return run(args, actions[args.action])
+
+
+def _key_options(p: argparse.ArgumentParser, create: bool) -> None:
+    p.add_argument("--name", required=create)
+    p.add_argument("--scopes", default="inference,models:read,key:read,explain:read" if create else None,
+                   help="comma-separated: inference, models:read, key:read, explain:read, admin")
+    p.add_argument("--models", help="comma-separated allowlist of model ids or aliases")
+    p.add_argument("--policy", help="routing policy name")
+    p.add_argument("--expires-at", dest="expires_at", help="ISO 8601 time, e.g. 2027-01-01T00:00:00+00:00")
+    p.add_argument("--budget", help="spend allowed per budget period, e.g. 25.00")
+    p.add_argument("--budget-period", dest="budget_period", choices=["total", "daily", "monthly"])
+    p.add_argument("--rpm", type=int, help="requests per minute")
+    p.add_argument("--tpm", type=int, help="tokens per minute")
+
+
+def add_parsers(sub: Any) -> None:
+    k = sub.add_parser("keys", help="create, update, list and revoke relay keys")
+    ksub = k.add_subparsers(dest="action", required=True)
+    kc = ksub.add_parser("create", help="create a key; prints its secret, once, alone on stdout")
+    _key_options(kc, create=True)
+    kc.add_argument("--workspace", dest="workspace_id", help="workspace id (default: the first workspace)")
+    ku = ksub.add_parser("update", help="change a key (only the options given)")
+    ku.add_argument("key_id")
+    _key_options(ku, create=False)
+    kl = ksub.add_parser("list", help="list keys (never their secrets)")
+    kl.add_argument("--workspace")
+    kr = ksub.add_parser("revoke", help="revoke a key by id")
+    kr.add_argument("key_id")
+    k.set_defaults(fn=cmd_keys)
+    w = sub.add_parser("workspaces", help="create and list workspaces, add credit")
+    wsub = w.add_subparsers(dest="action", required=True)
+    wc = wsub.add_parser("create", help="create a workspace")
+    wc.add_argument("--name", required=True)
+    wc.add_argument("--credit", default="0")
+    wsub.add_parser("list", help="list workspaces")
+    wa = wsub.add_parser("credit", help="add credit to a workspace")
+    wa.add_argument("workspace_id")
+    wa.add_argument("amount")
+    wr = wsub.add_parser("revoke", help="revoke every key of a workspace")
+    wr.add_argument("workspace_id")
+    w.set_defaults(fn=cmd_workspaces)

@@ -1,0 +1,137 @@
+"""The specway command: serve, keys, workspaces, db, generate."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import tempfile
+from typing import Any
+
+from generated.config import Config
+from handlers import config as config_mod
+from handlers.cli.admin import StoreUnreachable, add_parsers, default_workspace, redact, with_store
+from handlers.metering.ratelimit import RedisLimiter
+from handlers.store.base import SCOPES, Store
+
+
+async def first_key(store: Store, _cfg: object = None) -> str | None:
+    """On a fresh store, a first key with every scope, so the quickstart needs nothing else."""
+    if await store.list_keys():
+        return None
+    _, secret = await store.create_key(await default_workspace(store), "first key", SCOPES)
+    return secret
+
+
+class Unreachable(Exception):
+    """A dependency the configuration names cannot be reached; startup stops with this message."""
+
+
+async def _ready_first_key(store: Store, cfg: Config) -> str | None:
+    """Fail fast when an upstream's key variable is unset or Redis is configured but away; then the first key on a
+    fresh store."""
+    for name, settings in (cfg.upstreams or {}).items():
+        config_mod.api_key(name, settings)  # a ConfigError names the variable
+    url = (cfg.limits.redis_url if cfg.limits else None) or None
+    if url:
+        limiter = RedisLimiter(url)
+        try:
+            await limiter.ping()
+        except Exception as exc:  # noqa: BLE001 - whatever the cause, say which dependency and stop
+            raise Unreachable(f"cannot reach Redis at {redact(url)} ({type(exc).__name__}: {exc})") from None
+        finally:
+            await limiter.aclose()
+    return await first_key(store)
+
+
+def _logging(level: str) -> dict[str, Any]:
+    """Every log as JSON lines on stderr (stdout carries only what a script captures: a new key)."""
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"json": {"()": "handlers.observability.requestlog.JsonLines"}},
+        "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "json", "stream": "ext://sys.stderr"}},
+        "root": {"handlers": ["stderr"], "level": level.upper()},
+        "loggers": {"uvicorn": {"level": level.upper()}, "uvicorn.access": {"level": "WARNING"}},
+    }
+
+
+def _share_metrics_between_workers() -> None:
+    """prometheus-client's multiprocess mode: set before any worker imports it."""
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="specway-metrics-")
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    cfg = config_mod.load(args.config)
+    server = cfg.server
+    host, port = args.host or server.host, args.port if args.port is not None else server.port  # type: ignore[union-attr]
+    workers = args.workers or server.workers  # type: ignore[union-attr]
+    secret = asyncio.run(with_store(args.config, _ready_first_key))
+    if secret:
+        print("Created the first relay key (it is shown only this once):", file=sys.stderr)
+        print(secret, flush=True)
+    if args.config:
+        os.environ[config_mod.ENV_CONFIG] = os.path.abspath(args.config)
+    log_level = server.log_level  # type: ignore[union-attr]
+    common: dict[str, Any] = {"host": host, "port": port, "log_level": log_level, "loop": "uvloop", "http": "httptools",
+                              "timeout_graceful_shutdown": server.drain_seconds,  # type: ignore[union-attr]
+                              "log_config": _logging(log_level), "access_log": False}
+    if workers > 1:
+        _share_metrics_between_workers()
+        uvicorn.run("handlers.edge.app:factory", factory=True, workers=workers, **common)
+    else:
+        from handlers.edge.app import create_app
+
+        uvicorn.run(create_app(cfg), **common)
+    return 0
+
+
+def cmd_db(args: argparse.Namespace) -> int:
+    async def noop(store: Store, _cfg: object) -> None:
+        return None
+
+    asyncio.run(with_store(args.config, noop))  # opening the store applies pending migrations
+    print("database schema is up to date")
+    return 0
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from generator.__main__ import main as generate
+
+    return generate(["--check"] if args.check else [])
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="specway", description="A self-hostable LLM API gateway.")
+    p.add_argument("--config", "-c", help=f"configuration file (default: ${config_mod.ENV_CONFIG}, else built-in)")
+    sub = p.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("serve", help="run the gateway")
+    s.add_argument("--host")
+    s.add_argument("--port", type=int)
+    s.add_argument("--workers", type=int)
+    s.set_defaults(fn=cmd_serve)
+    add_parsers(sub)
+    d = sub.add_parser("db", help="database schema")
+    d.add_argument("action", choices=["upgrade"])
+    d.set_defaults(fn=cmd_db)
+    g = sub.add_parser("generate", help="regenerate openapi.json and generated/ from specs/")
+    g.add_argument("--check", action="store_true")
+    g.set_defaults(fn=cmd_generate)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return int(args.fn(args))
+    except (config_mod.ConfigError, Unreachable, StoreUnreachable) as exc:
+        print(f"specway: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

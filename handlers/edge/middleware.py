@@ -1,0 +1,103 @@
+"""The edge of the app: request ids, the body-size limit, and the gateway bound for the request."""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from handlers.edge import paths
+from handlers.errors import ApiError
+from handlers.gateway import Gateway
+from handlers.observability import metrics, requestlog
+
+_SAFE_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+
+
+def _too_large(limit: int) -> ApiError:
+    return ApiError(413, "request_too_large", f"The request body is over the limit of {limit} bytes.")
+
+
+class Edge:
+    """Outermost ASGI layer. The body limit is enforced while reading: a declared Content-Length over the
+    limit is refused before any byte is read, and a chunked body is counted as it arrives."""
+
+    def __init__(self, app: ASGIApp, gateway: Gateway) -> None:
+        self.app = app
+        self.gateway = gateway
+        self.limit = int(gateway.config.server.body_limit_bytes)  # type: ignore[union-attr,arg-type]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        self.gateway.bind()
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request_id = _request_id(scope)
+        rid = request_id.encode()
+        info = paths.match(scope["path"])
+        route = info.template if info else "unmatched"
+        fields: dict[str, Any] = {"request_id": request_id, "method": scope["method"], "route": route, "status": 500}
+        started = time.perf_counter()
+
+        async def send_with_id(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), (b"x-request-id", rid)]
+                fields["status"] = message["status"]
+            await send(message)
+
+        token = requestlog.begin(fields)
+        try:
+            length = _content_length(scope)
+            if length is not None and length > self.limit:
+                await _send_error(send_with_id, _too_large(self.limit))  # nothing of the body is read
+            else:
+                await self.app(scope, _counting(receive, self.limit), send_with_id)
+        finally:
+            fields["latency_ms"] = round((time.perf_counter() - started) * 1000, 3)
+            metrics.REQUESTS.labels(route, scope["method"], str(fields["status"])).inc()
+            requestlog.end(token)
+
+
+def _request_id(scope: Scope) -> str:
+    for name, value in scope["headers"]:
+        if name == b"x-request-id":
+            candidate = value.decode("latin-1")
+            if _SAFE_ID.match(candidate):
+                return candidate
+    return uuid.uuid4().hex
+
+
+def _content_length(scope: Scope) -> int | None:
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
+
+
+def _counting(receive: Receive, limit: int) -> Receive:
+    seen = 0
+
+    async def wrapped() -> Message:
+        nonlocal seen
+        message = await receive()
+        if message["type"] == "http.request":
+            seen += len(message.get("body", b""))
+            if seen > limit:
+                raise _too_large(limit)
+        return message
+
+    return wrapped
+
+
+async def _send_error(send: Send, err: ApiError) -> None:
+    body = err.json()
+    headers: list[Any] = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": err.status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+

@@ -1,0 +1,86 @@
+"""GET /v1/models, /v1/models/{id}, /v1/key and /v1/route/explain/{id}: what a key may use, is, and caused."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from starlette.responses import Response
+
+from handlers import gateway
+from handlers.administration import accounts as admin
+from handlers.administration.auth import Principal
+from handlers.edge.responses import json_response
+from handlers.errors import ApiError, not_found
+from handlers.inference.catalog import Catalog, Model
+
+_DECISION_PREFIXES = ("chatcmpl-", "msg_", "resp_")
+
+
+def _entry(model: Model, name: str, created: datetime) -> dict[str, object]:
+    return {
+        "id": name, "object": "model", "created": int(created.timestamp()), "owned_by": model.owned_by,
+        "type": "model", "display_name": model.display_name if name == model.id else name,
+        "created_at": created.isoformat().replace("+00:00", "Z"),
+        "alias_of": None if name == model.id else model.id, "aliases": list(model.aliases),
+        "context_window": model.context_window,
+        "pricing": {"input_per_million": str(model.price_in), "output_per_million": str(model.price_out)},
+    }
+
+
+def _visible(principal: Principal) -> list[dict[str, object]]:
+    gw = gateway.current()
+    allow = principal.key.models
+    return [
+        _entry(m, name, gw.started_at)
+        for m in gw.catalog.models
+        for name in (m.id, *m.aliases)
+        if Catalog.allowed(m, allow) and (allow is None or name == m.id or name in allow or m.id in allow)
+    ]
+
+
+async def list_models(principal: Principal, after_id: str | None = None, before_id: str | None = None,
+                      limit: int | None = None) -> Response:
+    entries = _visible(principal)
+    ids = [e["id"] for e in entries]
+    start, end = 0, len(entries)
+    if after_id is not None:
+        start = ids.index(after_id) + 1 if after_id in ids else len(entries)
+    if before_id is not None:
+        end = ids.index(before_id) if before_id in ids else 0
+    page = entries[start:end]
+    size = limit or 1000
+    has_more = len(page) > size
+    page = page[-size:] if before_id is not None and after_id is None else page[:size]
+    return json_response({
+        "object": "list", "data": page, "has_more": has_more,
+        "first_id": page[0]["id"] if page else None, "last_id": page[-1]["id"] if page else None,
+    })
+
+
+async def get_model(principal: Principal, model_id: str) -> Response:
+    for entry in _visible(principal):
+        if entry["id"] == model_id:
+            return json_response(entry)
+    raise not_found(f"No model or alias named {model_id!r} for this key.", code="model_not_found")
+
+
+async def get_key(principal: Principal) -> Response:
+    gw = gateway.current()
+    key = await gw.store.get_key(principal.key.id) or principal.key
+    ws = await gw.store.get_workspace(key.workspace_id)
+    if ws is None:
+        raise ApiError(401, "invalid_api_key", "The relay key's workspace no longer exists.")
+    summary = {"id": ws.id, "name": ws.name, "credit": str(ws.credit), "reserved": str(ws.reserved)}
+    return json_response({**admin.key_json(key), "workspace": summary, "policy": key.policy or gw.config.default_policy})
+
+
+async def explain_decision(principal: Principal, decision_id: str) -> Response:
+    for prefix in _DECISION_PREFIXES:
+        if decision_id.startswith(prefix):
+            decision_id = decision_id[len(prefix):]
+            break
+    record = await gateway.current().recorder.get(decision_id)
+    # Another workspace's decision is answered exactly like an unknown one: ids are not an oracle.
+    if record is None or record.get("workspace_id") != principal.workspace_id:
+        raise not_found(f"No decision {decision_id!r} for this key's workspace.", code="decision_not_found")
+    return json_response(record)

@@ -1,0 +1,281 @@
+"""What the three wire modules share: SSE frames, numbers read from JSON, content parts, system text, tools."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import orjson
+from pydantic import BaseModel
+
+from handlers.errors import ApiError, bad_request
+from handlers.inference.canonical import (
+    Block,
+    Event,
+    Finish,
+    FinishReason,
+    Format,
+    Message,
+    Text,
+    TextDelta,
+    Tool,
+    ToolCallDelta,
+    ToolCallStart,
+    ToolChoice,
+    ToolChoiceMode,
+    Unknown,
+    Usage,
+    UsageReport,
+)
+
+DONE = b"data: [DONE]\n\n"
+
+# Reads one content part (an object whose "type" chose the reader); `where` is its param path.
+PartReader = Callable[[dict[str, Any], str], list[Block]]
+
+
+# --- SSE ---------------------------------------------------------------------------------------------------------
+
+
+def sse(data: dict[str, Any], event: str | None = None) -> bytes:
+    """One complete server-sent event; `event` adds the `event:` line the Responses and Messages streams use."""
+    frame = b"data: " + orjson.dumps(data) + b"\n\n"
+    return frame if event is None else b"event: " + event.encode() + b"\n" + frame
+
+
+# --- fields --------------------------------------------------------------------------------------------------------
+
+
+def split_extra(body: BaseModel, read: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The body's undeclared fields: (those named in `read`, the rest), the rest being Request.extra."""
+    extra = dict(body.model_extra or {})
+    return {key: extra.pop(key, None) for key in read}, extra
+
+
+# --- numbers and strings from JSON --------------------------------------------------------------------------------
+
+
+def whole(value: float | None, param: str) -> int | None:
+    """A token bound as an int. The generated models carry JSON numbers as floats: 12.0 is 12, 12.5 is a 400."""
+    if value is None:
+        return None
+    if not float(value).is_integer():
+        raise bad_request(f"{param} must be a whole number of tokens, got {value}", param)
+    return int(value)
+
+
+def opt_int(value: Any) -> int | None:
+    """An optional integer field nobody validated (model_extra): a wrong type is ignored, never an error."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    return int(value) if isinstance(value, float) and value.is_integer() else None
+
+
+def opt_float(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def opt_bool(value: Any) -> bool | None:
+    return value if isinstance(value, bool) else None
+
+
+def opt_str_list(value: Any) -> list[str] | None:
+    """`stop`: a string or a list of strings; anything else is ignored."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list) and all(isinstance(item, str) for item in value):
+        return list(value)
+    return None
+
+
+def effort(value: Any) -> str | None:
+    """An effort word, lower-cased; blank or not a string is no effort."""
+    return (value.strip().lower() or None) if isinstance(value, str) else None
+
+
+def json_text(value: Any) -> str:
+    """Tool-call arguments as JSON text: a string is kept as sent, a decoded value is encoded back."""
+    if isinstance(value, str):
+        return value
+    return "" if value is None else orjson.dumps(value).decode()
+
+
+def count(value: int | None) -> int:
+    """A usage count on the wire, where "not reported" has to be a number."""
+    return value or 0
+
+
+# --- content --------------------------------------------------------------------------------------------------------
+
+
+def blocks(content: Any, param: str, readers: Mapping[str, PartReader], fmt: Format) -> list[Block]:
+    """The blocks of a message's content: a string is one Text, a list is read part by part.
+
+    A part whose type has no reader is kept as Unknown (for a same-format upstream); a part that is not an object
+    is a 400 naming it.
+    """
+    content = getattr(content, "root", content)
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return [Text(content)]
+    if not isinstance(content, list):
+        raise bad_request(f"{param} must be a string or a list of content parts", param)
+    out: list[Block] = []
+    for i, part in enumerate(content):
+        where = f"{param}.{i}"
+        if not isinstance(part, dict):
+            raise bad_request(f"{where} must be an object with a type", where)
+        kind = part.get("type")
+        reader = readers.get(kind) if isinstance(kind, str) else None
+        out.extend(reader(part, where) if reader else [Unknown(part, fmt)])
+    return out
+
+
+def text_part(part: dict[str, Any], where: str) -> list[Block]:
+    text = part.get("text")
+    if not isinstance(text, str):
+        raise bad_request(f"{where}.text must be a string", f"{where}.text")
+    return [Text(text)]
+
+
+def text_of(content: Any, param: str, fmt: Format, readers: Mapping[str, PartReader] | None = None) -> str:
+    """The text of content that can only be text (system prompts, tool results); other parts are left out."""
+    return "".join(b.text for b in blocks(content, param, readers or TEXT_PARTS, fmt) if isinstance(b, Text))
+
+
+TEXT_PARTS: Mapping[str, PartReader] = {"text": text_part}
+
+
+def join_system(parts: Iterable[str | None]) -> str | None:
+    """System texts in order, one blank line apart; blank ones contribute nothing, and none at all is None."""
+    return "\n\n".join(part for part in parts if part and part.strip()) or None
+
+
+def conversation(messages: list[Message], param: str) -> list[Message]:
+    # A system-only conversation is the upstream's to judge (OpenAI answers it; Anthropic refuses it).
+    return messages
+
+
+def role_error(role: Any, where: str, allowed: Iterable[str]) -> ApiError:
+    return bad_request(f"{where}.role must be one of {', '.join(allowed)}, got {role!r}", f"{where}.role")
+
+
+def required_str(obj: dict[str, Any], key: str, where: str) -> str:
+    value = obj.get(key)
+    if not isinstance(value, str) or not value:
+        raise bad_request(f"{where}.{key} must be a non-empty string", f"{where}.{key}")
+    return value
+
+
+# --- tools ----------------------------------------------------------------------------------------------------------
+
+
+def tool_list(raw: Any, fmt: Format, read: Callable[[dict[str, Any], str], Tool]) -> list[Tool] | None:
+    """The caller's tools through `read`. Tools are never validated here (the reference says so): an entry that is
+    not a usable function tool is kept as is for a same-format upstream, and left out for any other."""
+    if not isinstance(raw, list):
+        return None
+    return [read(tool, f"tools.{i}") if isinstance(tool, dict) else other_tool(tool, fmt) for i, tool in enumerate(raw)]
+
+
+# How a format says a tool choice: the words it accepts as a plain string, and the types of the objects it accepts.
+ChoiceTable = tuple[Mapping[str, ToolChoiceMode], Mapping[str, ToolChoiceMode]]
+
+# The OpenAI formats: a word, or {"type": "function", ...} naming the tool.
+OPENAI_CHOICES: ChoiceTable = ({"auto": "auto", "none": "none", "required": "required"}, {"function": "tool"})
+
+
+def tool_choice(
+    raw: Any, fmt: Format, table: ChoiceTable, name_at: tuple[str, ...], parallel: bool | None
+) -> ToolChoice | None:
+    """The caller's tool_choice, read through `table`; `name_at` is where a forced choice names its tool. Never
+    validated, like tools: a choice the table does not know is kept as is for a same-format upstream and left out
+    for any other. A caller who said only `parallel` chose "auto"."""
+    if raw is None:
+        return None if parallel is None else ToolChoice("auto", None, fmt, parallel=parallel)
+    words, types = table
+    modes, word = (types, raw.get("type")) if isinstance(raw, dict) else (words, raw)
+    mode = modes.get(word) if isinstance(word, str) else None
+    name = _dig(raw, name_at) if mode == "tool" else None
+    if mode == "tool" and not (isinstance(name, str) and name):
+        mode, name = None, None
+    return ToolChoice(mode, raw, fmt, name=name, parallel=parallel)
+
+
+def _dig(value: Any, path: tuple[str, ...]) -> Any:
+    for key in path:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
+
+
+def function_tool(spec: dict[str, Any], where: str, raw: dict[str, Any], fmt: Format, schema: str) -> Tool:
+    """A function tool: a name, a description and a JSON schema under `schema` (both optional)."""
+    description = spec.get("description")
+    parameters = spec.get(schema)
+    name = spec.get("name")
+    if not isinstance(name, str) or not name:
+        return other_tool(raw, fmt)
+    return Tool(
+        name=name,
+        description=description if isinstance(description, str) else None,
+        parameters=parameters if isinstance(parameters, dict) else {},
+        raw=raw,
+        format=fmt,
+    )
+
+
+def other_tool(raw: Any, fmt: Format) -> Tool:
+    """A tool that is not a function (web search, custom, server tools): kept for a same-format upstream only.
+
+    Its empty name is the mark: an upstream of another format has no way to offer it and should leave it out.
+    """
+    return Tool(name="", description=None, parameters={}, raw=raw, format=fmt)
+
+
+# --- streams -------------------------------------------------------------------------------------------------------
+
+
+class StreamState:
+    """What every StreamRenderer keeps: the finish reason (and stop sequence) and usage, all rendered at the end,
+    and dispatch.
+
+    Subclasses write on_text, on_call_start and on_call_delta; each returns the frames it produces (maybe b"").
+    """
+
+    def __init__(self) -> None:
+        self.reason = FinishReason.UNKNOWN
+        self.stop_sequence: str | None = None
+        self.usage = Usage()
+
+    def event(self, ev: Event) -> bytes:
+        return getattr(self, _ON[type(ev)])(ev)
+
+    def on_text(self, ev: TextDelta) -> bytes:
+        raise NotImplementedError
+
+    def on_call_start(self, ev: ToolCallStart) -> bytes:
+        raise NotImplementedError
+
+    def on_call_delta(self, ev: ToolCallDelta) -> bytes:
+        raise NotImplementedError
+
+    def on_finish(self, ev: Finish) -> bytes:
+        self.reason = ev.reason
+        self.stop_sequence = ev.stop_sequence
+        return b""
+
+    def on_usage(self, ev: UsageReport) -> bytes:
+        self.usage = ev.usage
+        return b""
+
+
+_ON: dict[type, str] = {
+    TextDelta: "on_text",
+    ToolCallStart: "on_call_start",
+    ToolCallDelta: "on_call_delta",
+    Finish: "on_finish",
+    UsageReport: "on_usage",
+}

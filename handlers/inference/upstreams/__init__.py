@@ -1,0 +1,8 @@
+"""Upstream kinds: where the gateway sends a canonical request."""
+
+from handlers.inference.upstreams.anthropic import AnthropicUpstream
+from handlers.inference.upstreams.base import Timeouts, Upstream, UpstreamError
+from handlers.inference.upstreams.echo import EchoUpstream
+from handlers.inference.upstreams.openai import OpenAIUpstream
+
+__all__ = ["AnthropicUpstream", "EchoUpstream", "OpenAIUpstream", "Timeouts", "Upstream", "UpstreamError"]

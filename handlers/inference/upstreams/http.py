@@ -1,0 +1,278 @@
+"""Shared HTTP plumbing for upstream kinds: one pooled client per upstream, failures as UpstreamError, SSE parsing."""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import contextlib
+import email.utils
+import re
+import time
+from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping
+from http.cookiejar import CookieJar, DefaultCookiePolicy
+from typing import Any, NamedTuple, TypeVar
+
+import aiohttp
+import httpx
+import orjson
+from httpx_aiohttp import AiohttpTransport, HttpxAiohttpClient
+
+from handlers.inference.upstreams.base import FailureKind, Timeouts, Upstream, UpstreamError
+
+T = TypeVar("T")
+
+DEFAULT_TIMEOUTS = Timeouts()  # frozen, so one shared default is safe
+USER_AGENT = "specway"
+LIMITS = httpx.Limits(max_connections=512, max_keepalive_connections=64, keepalive_expiry=30.0)
+_MAX_DETAIL = 1000  # characters of an upstream's error message we pass on
+_JSON = {"content-type": "application/json"}
+_OURS = frozenset({"model", "messages", "stream", "stream_options"})  # never taken from a caller's extra fields
+
+# First match wins. The aiohttp cause is classified before httpx-aiohttp's mapping of it, which is lossy:
+# it turns a refused connection into httpx.ConnectTimeout.
+_FAILURES: tuple[tuple[tuple[type[BaseException], ...], FailureKind, str], ...] = (
+    ((TimeoutError, httpx.TimeoutException), "timeout", "timed out"),
+    ((aiohttp.ClientConnectionError, httpx.ConnectError, ConnectionError), "connect", "could not be reached"),
+    ((BaseException,), "protocol", "sent an incomplete or malformed response"),
+)
+_CAUGHT = (httpx.HTTPError, aiohttp.ClientError, OSError)  # OSError covers TimeoutError
+
+# Error events inside a 200 stream carry a type but no status; this is the status each provider uses for the type.
+ERROR_TYPE_STATUS = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "insufficient_quota": 429,
+    "api_error": 500,
+    "server_error": 500,
+    "overloaded_error": 529,
+}
+
+
+class SseEvent(NamedTuple):
+    event: str  # "message" when the server named none
+    data: str
+
+
+def make_client(
+    base_url: str,
+    *,
+    headers: Mapping[str, str],
+    timeouts: Timeouts,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> httpx.AsyncClient:
+    """One pooled keep-alive client per upstream; `total` is enforced per call by HttpUpstream, not here."""
+    return HttpxAiohttpClient(
+        base_url=base_url,
+        headers={"user-agent": USER_AGENT, **headers},
+        timeout=httpx.Timeout(timeouts.read, connect=timeouts.connect, pool=timeouts.connect),
+        transport=transport or AiohttpTransport(limits=LIMITS),
+        limits=LIMITS,
+        # A cookie an upstream sets must never ride along on another caller's request.
+        cookies=CookieJar(policy=DefaultCookiePolicy(allowed_domains=[])),
+        # Environment proxies would be mounted in front of an injected (test) transport; only the real one uses them.
+        trust_env=transport is None,
+    )
+
+
+def failure(name: str, exc: BaseException) -> UpstreamError:
+    """An UpstreamError for a transport failure (timeout, refused connection, cut response)."""
+    cause = exc.__cause__ if isinstance(exc.__cause__, aiohttp.ClientError) else exc
+    kind, what = next((k, w) for types, k, w in _FAILURES if isinstance(cause, types))
+    return UpstreamError(kind, f"upstream {name} {what}")
+
+
+def status_error(name: str, status: int, headers: Mapping[str, str], body: bytes, secret: str | None) -> UpstreamError:
+    """An UpstreamError for a non-2xx answer, carrying the upstream's own message when it sent one."""
+    if status in (401, 403):
+        # The upstream's text may quote the key it was given; say nothing of it.
+        message = f"upstream {name} rejected the gateway's credentials"
+    else:
+        detail = error_detail(body)
+        message = scrub(detail, secret) if detail else f"upstream {name} answered HTTP {status}"
+    return UpstreamError("status", message, status=status, retry_after=retry_after(headers))
+
+
+def event_error(name: str, payload: Any, secret: str | None) -> UpstreamError:
+    """An UpstreamError for an error event inside a stream (`{"error": {"type", "message"}}` in both providers)."""
+    error = payload.get("error") if isinstance(payload, dict) else None
+    error_type = (error.get("type") or error.get("code")) if isinstance(error, dict) else None
+    detail = error_detail(payload) or f"upstream {name} failed mid-stream"
+    return UpstreamError("status", scrub(detail, secret), status=ERROR_TYPE_STATUS.get(str(error_type), 500))
+
+
+def error_detail(body: bytes | Any) -> str | None:
+    """The human message from an error body: OpenAI, Anthropic and the usual compatible-server shapes."""
+    if isinstance(body, bytes):
+        try:
+            body = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            return None
+    if not isinstance(body, dict):
+        return None
+    error = body.get("error")
+    for candidate in (
+        error.get("message") if isinstance(error, dict) else error,
+        body.get("message"),
+        body.get("detail"),
+    ):
+        if isinstance(candidate, str) and candidate.strip():
+            return candidate.strip()[:_MAX_DETAIL]
+    return None
+
+
+def scrub(text: str, secret: str | None) -> str:
+    return text.replace(secret, "[redacted]") if secret else text
+
+
+def retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds to wait, from `retry-after-ms` (OpenAI) or `retry-after` (seconds or an HTTP date)."""
+    for header, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        with contextlib.suppress(TypeError, ValueError):
+            return max(0.0, float(headers.get(header) or "") * scale)
+    try:
+        when = email.utils.parsedate_to_datetime(headers.get("retry-after") or "")
+    except (TypeError, ValueError, IndexError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def present(**fields: Any) -> dict[str, Any]:
+    """The fields that are set (not None), for optional request parameters."""
+    return {key: value for key, value in fields.items() if value is not None}
+
+
+def merge_extra(body: dict[str, Any], extra: Mapping[str, Any]) -> None:
+    """Add a same-format caller's unread fields to `body`, never overriding what we set or how we stream."""
+    for key, value in extra.items():
+        if key not in _OURS:
+            body.setdefault(key, value)
+
+
+_EOL = re.compile(rb"\r\n|\r|\n")
+
+
+async def _lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[str]:
+    """Lines split on CRLF, LF or CR only (httpx's aiter_lines also splits on U+2028 and friends, legal in JSON)."""
+    buffer = b""
+    async for chunk in chunks:
+        buffer += chunk
+        end = len(buffer) - 1 if buffer.endswith(b"\r") else len(buffer)  # a CR may be half of a CRLF
+        *lines, rest = _EOL.split(buffer[:end])
+        buffer = rest + buffer[end:]
+        for line in lines:
+            yield line.decode("utf-8", "replace")
+    # Whatever is left had no line end: an unfinished event, which SSE discards.
+
+
+async def iter_sse(response: httpx.Response) -> AsyncIterator[SseEvent]:
+    """Server-sent events from a streaming response: `event:` names, multi-line data, comments, CRLF."""
+    event, data = "", []
+    async for line in _lines(response.aiter_bytes()):
+        if not line:
+            if data:
+                yield SseEvent(event or "message", "\n".join(data))
+            event, data = "", []
+            continue
+        field, _, value = line.partition(":")
+        value = value.removeprefix(" ")
+        if field == "event":
+            event = value
+        elif field == "data":
+            data.append(value)
+        # A comment has an empty field name; id and retry mean nothing to a one-shot request.
+
+
+class HttpUpstream(Upstream):
+    """Base for kinds that speak JSON over HTTP: one client, the total deadline, failures as UpstreamError.
+
+    `headers` are added to (and may override) the kind's own; `transport` replaces aiohttp, for tests.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        base_url: str,
+        api_key: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        timeouts: Timeouts = DEFAULT_TIMEOUTS,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        super().__init__(name)
+        self.timeouts = timeouts
+        self._secret = api_key
+        own = self.auth_headers(api_key) if api_key else {}
+        self._client = make_client(base_url, headers={**own, **(headers or {})}, timeouts=timeouts, transport=transport)
+        self._urls: dict[str, httpx.URL] = {}
+
+    @abc.abstractmethod
+    def auth_headers(self, api_key: str) -> dict[str, str]:
+        """How this kind presents the key."""
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    async def post_json(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """POST a JSON body and return the JSON answer; any failure is an UpstreamError."""
+        with self._failures():
+            async with asyncio.timeout(self.timeouts.total):
+                response = await self._client.post(self._url(path), content=orjson.dumps(body), headers=_JSON)
+                if not response.is_success:
+                    raise self._status_error(response, response.content)
+                return self.parse_json(response.content)
+
+    async def stream_sse(self, path: str, body: dict[str, Any]) -> AsyncIterator[SseEvent]:
+        """POST a JSON body and yield the answer's server-sent events. Closing this closes the connection."""
+        deadline = asyncio.get_running_loop().time() + self.timeouts.total
+        async with contextlib.AsyncExitStack() as stack:
+            request = self._client.stream("POST", self._url(path), content=orjson.dumps(body), headers=_JSON)
+            response = await self._by(deadline, stack.enter_async_context(request))
+            if not response.is_success:
+                raise self._status_error(response, await self._by(deadline, response.aread()))
+            events = await stack.enter_async_context(contextlib.aclosing(iter_sse(response)))
+            # The deadline wraps each read, never a yield: a timeout scope must not span the consumer's code.
+            while (event := await self._by(deadline, anext(events, None))) is not None:
+                yield event
+
+    def _url(self, path: str) -> httpx.URL:
+        """The absolute URL of a path, parsed once: httpx would parse and join it again on every request."""
+        url = self._urls.get(path)
+        if url is None:
+            url = self._urls[path] = httpx.URL(str(self._client.base_url).rstrip("/") + path)
+        return url
+
+    def parse_json(self, data: bytes | str) -> dict[str, Any]:
+        try:
+            value = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            value = None
+        if not isinstance(value, dict):
+            raise UpstreamError("protocol", f"upstream {self.name} sent malformed JSON")
+        return value
+
+    def event_error(self, payload: Any) -> UpstreamError:
+        return event_error(self.name, payload, self._secret)
+
+    def protocol_error(self, what: str) -> UpstreamError:
+        return UpstreamError("protocol", f"upstream {self.name} {what}")
+
+    def _status_error(self, response: httpx.Response, body: bytes) -> UpstreamError:
+        return status_error(self.name, response.status_code, response.headers, body, self._secret)
+
+    async def _by(self, deadline: float, step: Awaitable[T]) -> T:
+        with self._failures():
+            async with asyncio.timeout_at(deadline):
+                return await step
+
+    @contextlib.contextmanager
+    def _failures(self) -> Iterator[None]:
+        try:
+            yield
+        except UpstreamError:
+            raise
+        except _CAUGHT as exc:
+            raise failure(self.name, exc) from exc

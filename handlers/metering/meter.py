@@ -1,0 +1,119 @@
+"""Metering: rate limits, then a reservation of the worst-case cost, before any upstream call; settle after.
+
+The reservation is atomic in the store, so every worker and replica sharing it together can never spend past a
+key's budget or a workspace's credit. A failed request releases its hold; an answered one settles to its cost.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from decimal import Decimal
+
+from handlers.errors import ApiError
+from handlers.inference import tokens
+from handlers.inference.canonical import Request, Usage
+from handlers.inference.catalog import Model
+from handlers.metering import ratelimit
+from handlers.metering.ratelimit import Limiter, Verdict
+from handlers.store.base import Key, Refused, Store
+
+
+@dataclass(slots=True)
+class Hold:
+    """What admit() took for one request, for settle() or release() to finish."""
+
+    key: Key
+    reservation: str | None  # None when nothing could cost anything (free models): no store round trip
+    input_estimate: int
+    token_charge: int = 0  # tokens taken from the tokens-per-minute bucket
+    headers: dict[str, str] = field(default_factory=dict)
+    done: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Charge:
+    cost: Decimal
+    usage: Usage
+    estimated: bool  # the upstream reported no usage; tokens were estimated
+
+
+def _rate_limited(kind: str, limit: int, verdict: Verdict, headers: dict[str, str]) -> ApiError:
+    wait = verdict.retry_after or 1.0
+    unit = "requests" if kind == "requests" else "tokens"
+    message = f"Over this key's limit of {limit} {unit} per minute; retry in {max(1, math.ceil(wait))} s."
+    return ApiError(429, "rate_limit_exceeded", message, headers={**headers, **ratelimit.retry_headers(wait)})
+
+
+class Meter:
+    def __init__(self, store: Store, limiter: Limiter) -> None:
+        self.store = store
+        self.limiter = limiter
+
+    async def _limits(self, key: Key, token_cost: int) -> tuple[int, dict[str, str]]:
+        headers: dict[str, str] = {}
+        rpm, tpm = key.limits.rpm, key.limits.tpm
+        if rpm:
+            verdict = await self.limiter.hit(f"{key.id}:requests", rpm, 1)
+            headers |= ratelimit.headers("requests", verdict)
+            if not verdict.allowed:
+                raise _rate_limited("requests", rpm, verdict, headers)
+        if tpm:
+            verdict = await self.limiter.hit(f"{key.id}:tokens", tpm, token_cost)
+            headers |= ratelimit.headers("tokens", verdict)
+            if not verdict.allowed:
+                raise _rate_limited("tokens", tpm, verdict, headers)
+            return token_cost, headers
+        return 0, headers
+
+    async def admit(self, key: Key, candidates: list[Model], req: Request, input_estimate: int | None = None) -> Hold:
+        """Check the key's rate limits, then hold the worst case any candidate could cost."""
+        inp = tokens.input_tokens(req) if input_estimate is None else input_estimate
+        out = tokens.max_output_tokens(req)
+        charge, headers = await self._limits(key, inp + out)
+        worst = max((m.cost(inp, out) for m in candidates), default=Decimal(0))
+        if worst == 0:
+            return Hold(key, None, inp, charge, headers)
+        try:
+            reservation = await self.store.reserve(key.id, worst, datetime.now(UTC))
+        except Refused as refused:
+            if charge:
+                await self.limiter.refund(f"{key.id}:tokens", key.limits.tpm or 0, charge)
+            code = "insufficient_credit" if refused.reason == "credit" else "budget_exceeded"
+            raise ApiError(402, code, refused.message, headers=headers) from None
+        return Hold(key, reservation, inp, charge, headers)
+
+    async def settle(self, hold: Hold, model: Model, usage: Usage | None, output_chars: int) -> Charge:
+        """Replace the hold by the real cost; give back the tokens the estimate took too many of."""
+        estimated = usage is None or usage.input_tokens is None or usage.output_tokens is None
+        if estimated:
+            reported = usage or Usage()
+            usage = Usage(
+                input_tokens=reported.input_tokens if reported.input_tokens is not None else hold.input_estimate,
+                output_tokens=reported.output_tokens if reported.output_tokens is not None
+                else math.ceil(output_chars / 4),
+                cached_input_tokens=reported.cached_input_tokens,
+            )
+        assert usage is not None and usage.input_tokens is not None and usage.output_tokens is not None
+        cost = model.cost(usage.input_tokens, usage.output_tokens)
+        await self._finish(hold, cost, usage.input_tokens + usage.output_tokens)
+        return Charge(cost, usage, estimated)
+
+    async def release(self, hold: Hold) -> None:
+        """Nothing was answered: drop the hold, and give back the tokens taken."""
+        await self._finish(hold, None, 0)
+
+    async def _finish(self, hold: Hold, cost: Decimal | None, used_tokens: int) -> None:
+        if hold.done:
+            return
+        hold.done = True
+        if hold.reservation is None:
+            pass  # free: nothing was held, and a free model's cost is 0
+        elif cost is None:
+            await self.store.release(hold.reservation)
+        else:
+            await self.store.settle(hold.reservation, cost)
+        unused = hold.token_charge - used_tokens
+        if unused > 0:
+            await self.limiter.refund(f"{hold.key.id}:tokens", hold.key.limits.tpm or 0, unused)

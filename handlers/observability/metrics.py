@@ -1,0 +1,66 @@
+"""Prometheus metrics. With several workers, `specway serve` sets PROMETHEUS_MULTIPROC_DIR before any worker
+starts, and GET /metrics aggregates every worker's files (prometheus-client's multiprocess mode)."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import multiprocess as _multiprocess
+
+if TYPE_CHECKING:
+    from handlers.inference.routing import Decision
+
+_FAST = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
+_SLOW = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
+
+REQUESTS = Counter("specway_requests", "HTTP requests answered, by spec route and status",
+                   ["route", "method", "status"])
+INFERENCE = Counter("specway_inference_requests", "Inference requests, by format, model and outcome",
+                    ["format", "model", "outcome"])
+OVERHEAD = Histogram("specway_gateway_overhead_seconds",
+                     "Time a whole answer spent in the gateway itself (request time minus upstream time)",
+                     ["format"], buckets=_FAST)
+UPSTREAM = Histogram("specway_upstream_seconds", "Time of each upstream attempt", ["upstream", "model", "status"],
+                     buckets=_SLOW)
+FIRST_BYTE = Histogram("specway_stream_first_byte_seconds", "Time to the first byte of a stream", ["format", "model"],
+                       buckets=_SLOW)
+TOKENS = Counter("specway_tokens", "Tokens, by model and kind (input, output)", ["model", "kind"])
+COST = Counter("specway_cost", "Cost at the catalog's prices, by model", ["model"])
+FALLBACKS = Counter("specway_fallbacks", "Requests answered by a fallback, by the upstream that failed", ["upstream"])
+COOLDOWNS = Counter("specway_cooldowns", "Times an upstream was put in cooldown", ["upstream"])
+REFUSALS = Counter("specway_refusals", "Requests refused before any upstream call, by reason", ["reason"])
+
+_REFUSAL_CODES = {"rate_limit_exceeded": "rate_limit", "budget_exceeded": "budget", "insufficient_credit": "credit"}
+
+
+def observe(decision: Decision, seconds: float) -> None:
+    """Everything one inference decision says, once it is over."""
+    model = decision.answered.id if decision.answered else "none"
+    INFERENCE.labels(decision.format, model, decision.outcome).inc()
+    if decision.outcome in _REFUSAL_CODES:
+        REFUSALS.labels(_REFUSAL_CODES[decision.outcome]).inc()
+    upstream_time = 0.0
+    for attempt in decision.attempts:
+        upstream_time += attempt["latency_ms"] / 1000
+        UPSTREAM.labels(attempt["upstream"], attempt["model"], str(attempt["status"] or attempt["error"].split(":")[0]
+                                                                    )).observe(attempt["latency_ms"] / 1000)
+    for attempt in decision.attempts[:-1] if decision.answered else []:
+        FALLBACKS.labels(attempt["upstream"]).inc()
+    if not decision.stream and decision.outcome == "ok":
+        OVERHEAD.labels(decision.format).observe(max(0.0, seconds - upstream_time))
+    if decision.usage is not None and decision.answered is not None:
+        TOKENS.labels(model, "input").inc(decision.usage.input_tokens or 0)
+        TOKENS.labels(model, "output").inc(decision.usage.output_tokens or 0)
+    if decision.cost is not None:
+        COST.labels(model).inc(float(decision.cost))
+
+
+def exposition() -> tuple[bytes, str]:
+    """The text format, from every worker when several share PROMETHEUS_MULTIPROC_DIR."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        registry = CollectorRegistry()
+        _multiprocess.MultiProcessCollector(registry)
+        return generate_latest(registry), CONTENT_TYPE_LATEST
+    return generate_latest(), CONTENT_TYPE_LATEST
