@@ -163,19 +163,19 @@ class PolicySettings(BaseModel):
     """
     The model (or alias) when the request names none and no effort tier applies.
     """
-    effort: dict[str, Effort] | None = None
+    effort: dict[str, Effort] = Field({}, validate_default=True)
     """
     Effort tier (minimal, low, medium, high) -> models to try in order.
     """
-    fallbacks: dict[str, list[StrictStr]] | None = None
+    fallbacks: dict[str, list[StrictStr]] = {}
     """
     Model -> the models to try, in order, when it fails before the first byte.
     """
-    weights: dict[str, Weights] | None = None
+    weights: dict[str, Weights] = Field({}, validate_default=True)
     """
     Model -> relative weight, to spread load across the first candidates of a tier.
     """
-    thinking_budget: ThinkingBudget | None = None
+    thinking_budget: ThinkingBudget = Field({}, validate_default=True)
     """
     Anthropic thinking.budget_tokens up to `low` is low effort, up to `medium` medium, above is high.
     """
@@ -201,11 +201,11 @@ class UpstreamSettings(BaseModel):
     """
     The environment variable that holds the upstream's API key (never the key itself).
     """
-    headers: dict[str, StrictStr] | None = None
+    headers: dict[str, StrictStr] = {}
     """
     Extra headers sent with every request.
     """
-    timeouts: TimeoutSettings | None = None
+    timeouts: TimeoutSettings = Field({}, validate_default=True)
     default_max_tokens: StrictInt = Field(4096, ge=1)
     """
     anthropic only, where max_tokens is required; used when the request gives none.
@@ -233,11 +233,11 @@ class ModelSettings(BaseModel):
     """
     The upstream's own name for it.
     """
-    aliases: list[StrictStr] | None = None
+    aliases: list[StrictStr] = []
     owned_by: StrictStr | None = None
     display_name: StrictStr | None = None
     context_window: StrictInt | None = Field(None, ge=1)
-    price: PriceSettings | None = None
+    price: PriceSettings = Field({}, validate_default=True)
 
 
 class Config(BaseModel):
@@ -248,39 +248,39 @@ class Config(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
     )
-    server: Server | None = None
+    server: Server = Field({}, validate_default=True)
     """
     How the gateway listens.
     """
-    store: StoreSettings | None = None
+    store: StoreSettings = Field({}, validate_default=True)
     """
     Where keys, spend and decision records live.
     """
-    upstreams: dict[str, UpstreamSettings] | None = None
+    upstreams: dict[str, UpstreamSettings] = Field({}, validate_default=True)
     """
     Upstreams by name.
     """
-    models: list[ModelSettings] | None = None
+    models: list[ModelSettings] = Field([], validate_default=True)
     """
     The catalog. Each model lives on one upstream.
     """
-    policies: dict[str, PolicySettings] | None = None
+    policies: dict[str, PolicySettings] = Field({}, validate_default=True)
     """
     Routing policies by name.
     """
-    default_policy: StrictStr | None = None
+    default_policy: StrictStr = Field("default", min_length=1)
     """
     The policy of keys that name none.
     """
-    cooldown: CooldownSettings | None = None
+    cooldown: CooldownSettings = Field({}, validate_default=True)
     """
     The circuit breaker that skips an upstream that keeps failing.
     """
-    limits: LimitsSettings | None = None
+    limits: LimitsSettings = Field({}, validate_default=True)
     """
     Where per-key rate limits are counted.
     """
-    decisions: DecisionSettings | None = None
+    decisions: DecisionSettings = Field({}, validate_default=True)
     """
     Decision records (what GET /v1/route/explain reads).
     """

@@ -327,9 +327,9 @@ class KeyCreate(StrictModel):
     """
     Default, the calling admin key's workspace.
     """
-    scopes: list[Scope] = None
+    scopes: list[Scope] = Field(["inference", "models:read", "key:read", "explain:read"], validate_default=True)
     """
-    Default inference, models:read, key:read and explain:read.
+    The scopes of the new key.
     """
     models: list[StrictStr] | None = None
     """

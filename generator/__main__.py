@@ -1,4 +1,5 @@
-"""python -m generator [--check]: specs/ -> openapi.json, generated/ (models, config, routes) and docs/configuration.md."""
+"""python -m generator [--check]: specs/ -> openapi.json, generated/ (models, config, routes, scopes, paths) and
+docs/configuration.md."""
 
 from __future__ import annotations
 
@@ -27,6 +28,8 @@ def render(root: Path = ROOT) -> dict[Path, str]:
         root / "generated" / "models.py": codegen.pydantic_models(doc, InputFileType.OpenAPI, "openapi.json"),
         root / "generated" / "config.py": codegen.pydantic_models(config_schema, InputFileType.JsonSchema, "config.schema.yaml"),
         root / "generated" / "routes.py": codegen.routes(ops),
+        root / "generated" / "scopes.py": codegen.scopes(spec.scopes(doc, ops)),
+        root / "generated" / "paths.py": codegen.paths(spec.path_patterns(doc)),
         root / "docs" / "configuration.md": codegen.configuration_md(config_schema),
     }
 

@@ -87,7 +87,6 @@ class Operation:
     path: str
     handler: str  # module name in handlers/endpoints
     scope: str | None
-    stream: bool
     body_model: str | None
     params: tuple[Param, ...] = field(default_factory=tuple)
 
@@ -128,11 +127,53 @@ def operations(doc: dict[str, Any]) -> list[Operation]:
                 for p in op.get("parameters", [])
             )
             ops[op_id] = Operation(
-                op_id, method, path, op["x-handler"], op.get("x-scope"), bool(op.get("x-stream")), _body_model(op), params
+                op_id, method, path, op["x-handler"], op.get("x-scope"), _body_model(op), params
             )
     if problems:
         raise SpecError(problems)
     return [ops[k] for k in sorted(ops)]
+
+
+@dataclass(frozen=True)
+class Scopes:
+    known: tuple[str, ...]  # the Scope schema's enum
+    default: tuple[str, ...]  # what a new key gets when it names none: the default of KeyCreate.scopes
+
+
+def scopes(doc: dict[str, Any], ops: list[Operation]) -> Scopes:
+    """The relay-key scopes; every default and every operation's x-scope must be one of them."""
+    schemas = doc["components"]["schemas"]
+    known = tuple(schemas.get("Scope", {}).get("enum", ()))
+    default = tuple(schemas.get("KeyCreate", {}).get("properties", {}).get("scopes", {}).get("default", ()))
+    problems = [] if known else [Problem("components.schemas.Scope", "must be the enum of relay-key scopes")]
+    problems += [Problem("components.schemas.KeyCreate.scopes", f"default {s!r} is not a Scope")
+                 for s in default if s not in known]
+    problems += [Problem(f"paths.{op.path}.{op.method}", f"x-scope {op.scope!r} is not a Scope")
+                 for op in ops if op.scope and op.scope not in known]
+    if problems:
+        raise SpecError(problems)
+    return Scopes(known, default)
+
+
+@dataclass(frozen=True)
+class PathPattern:
+    template: str  # as in the spec: /v1/keys/{keyId}
+    regex: str  # what a request path for it matches
+    methods: str  # "GET, POST", as an Allow header lists them
+
+
+def path_patterns(doc: dict[str, Any]) -> list[PathPattern]:
+    """Every spec path as a pattern, in the spec's order. A parameter of `format: path` may span slashes."""
+    out = []
+    for path, item in doc["paths"].items():
+        ops = [item[m] for m in METHODS if m in item]
+        slashed = {p["name"] for op in ops for p in op.get("parameters", []) if p.get("schema", {}).get("format") == "path"}
+        regex = re.escape(path)
+        for name in re.findall(r"\{([^}]+)\}", path):
+            regex = regex.replace(re.escape("{" + name + "}"), ".+" if name in slashed else "[^/]+")
+        methods = sorted(m.upper() for m in item if m in ("get", "put", "post", "delete", "patch"))
+        out.append(PathPattern(path, f"^{regex}$", ", ".join(methods)))
+    return out
 
 
 def _public_functions(module: Path) -> set[str]:

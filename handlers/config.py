@@ -7,15 +7,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args, get_origin
 
 import pydantic
 import yaml
 
-from generated.config import Config, ModelSettings, PolicySettings, Server, StoreSettings, UpstreamSettings
+from generated.config import Config, ModelSettings, PolicySettings, UpstreamSettings
 
 ENV_CONFIG = "SPECWAY_CONFIG"
-DEFAULT_POLICY = "default"
 ECHO_MODEL = "specway/echo"
 
 
@@ -31,11 +30,39 @@ def parse(data: Any, source: str) -> Config:
     if data is None:
         data = {}
     try:
-        config = Config.model_validate(data)
+        config = Config.model_validate(_nulls_dropped(Config, data))
     except pydantic.ValidationError as exc:
         lines = [f"{source}: {_where(e['loc'])}: {e['msg']}" for e in exc.errors(include_url=False)]
         raise ConfigError("invalid configuration\n  " + "\n  ".join(lines)) from None
     return with_defaults(config, source)
+
+
+def _nulls_dropped(model: type[pydantic.BaseModel], data: Any) -> Any:
+    """A key with no value (`server:` with everything under it commented out) is the key left out: its default.
+
+    Only where the key is a field that has a default; a null anywhere else is still refused by validation.
+    """
+    if not isinstance(data, dict):
+        return data
+    out = {}
+    for key, value in data.items():
+        field = model.model_fields.get(key)
+        if field is None or value is not None:
+            out[key] = value if field is None else _nulls_dropped_in(field.annotation, value)
+        elif field.is_required():
+            out[key] = value
+    return out
+
+
+def _nulls_dropped_in(annotation: Any, value: Any) -> Any:
+    if isinstance(annotation, type) and issubclass(annotation, pydantic.BaseModel):
+        return _nulls_dropped(annotation, value)
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin is dict and isinstance(value, dict):
+        return {k: _nulls_dropped_in(args[1], v) for k, v in value.items()}
+    if origin is list and isinstance(value, list):
+        return [_nulls_dropped_in(args[0], v) for v in value]
+    return value
 
 
 def load(path: str | Path | None = None) -> Config:
@@ -55,16 +82,9 @@ def load(path: str | Path | None = None) -> Config:
 
 def with_defaults(config: Config, source: str) -> Config:
     """Fill in what the file leaves out, then check the references between its parts."""
-    config.server = config.server or Server()
-    config.store = config.store or StoreSettings()
     if not config.upstreams and not config.models:
         config.upstreams = {"echo": UpstreamSettings(kind="echo")}
         config.models = [ModelSettings(id=ECHO_MODEL, upstream="echo", name="echo", aliases=["echo"], owned_by="specway")]
-    config.upstreams = config.upstreams or {}
-    config.models = config.models or []
-    config.policies = config.policies or {}
-    if not config.default_policy:
-        config.default_policy = DEFAULT_POLICY
     if config.default_policy not in config.policies:
         first = config.models[0].id if config.models else None
         config.policies[config.default_policy] = PolicySettings(default_model=first)
@@ -75,21 +95,21 @@ def with_defaults(config: Config, source: str) -> Config:
 def _check(config: Config, source: str) -> None:
     problems: list[str] = []
     names: dict[str, str] = {}
-    for i, m in enumerate(config.models or []):
-        if m.upstream not in (config.upstreams or {}):
+    for i, m in enumerate(config.models):
+        if m.upstream not in config.upstreams:
             problems.append(f"models.{i}.upstream: no upstream named {m.upstream!r}")
-        for name in [m.id, *(m.aliases or [])]:
+        for name in [m.id, *m.aliases]:
             if name in names:
                 problems.append(f"models.{i}: {name!r} is already the id or an alias of {names[name]!r}")
             names[name] = m.id
-    for up_name, up in (config.upstreams or {}).items():
+    for up_name, up in config.upstreams.items():
         if up.kind != "echo" and not up.base_url:
             problems.append(f"upstreams.{up_name}.base_url: required for kind {up.kind}")
-    for pol_name, pol in (config.policies or {}).items():
+    for pol_name, pol in config.policies.items():
         refs = [("default_model", pol.default_model)] if pol.default_model else []
-        refs += [(f"effort.{tier}", m) for tier, ms in (pol.effort or {}).items() for m in ms.root]
-        refs += [(f"fallbacks.{k}", m) for k, ms in (pol.fallbacks or {}).items() for m in [k, *ms]]
-        refs += [(f"weights.{k}", k) for k in (pol.weights or {})]
+        refs += [(f"effort.{tier}", m) for tier, ms in pol.effort.items() for m in ms.root]
+        refs += [(f"fallbacks.{k}", m) for k, ms in pol.fallbacks.items() for m in [k, *ms]]
+        refs += [(f"weights.{k}", k) for k in pol.weights]
         problems += [f"policies.{pol_name}.{where}: no model or alias {m!r}" for where, m in refs if m not in names]
     if problems:
         raise ConfigError("invalid configuration\n  " + "\n  ".join(f"{source}: {p}" for p in problems))

@@ -1,6 +1,7 @@
 """The one error shape: {"type":"error","error":{"type","code","message","param"}}.
 
-It parses in both the OpenAI and the Anthropic SDKs. Every error the gateway answers is an ApiError.
+It parses in both the OpenAI and the Anthropic SDKs. Every error the gateway answers is an ApiError; a request
+model's ValidationError becomes one by validation_error, for the API and the CLI alike.
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
+import pydantic
 
 # HTTP status -> the error "type" both SDK families understand.
 _TYPES = {
@@ -66,3 +68,34 @@ def bad_request(message: str, param: str | None = None, code: str = "invalid_req
 
 def not_found(message: str, code: str = "not_found", param: str | None = None) -> ApiError:
     return ApiError(404, code, message, param=param)
+
+
+def validation_error(exc: pydantic.ValidationError) -> ApiError:
+    """One problem, naming the field as a dotted path (messages.0.role).
+
+    For a union (string or list) pydantic reports each branch; the deepest location is the most precise one.
+    """
+    errors = exc.errors(include_url=False, include_context=False)
+    err: dict[str, Any] = max(errors, key=lambda e: len(e["loc"]))
+    loc = [str(p) for p in err["loc"] if not _is_union_branch(p)]
+    param = ".".join(loc) or None
+    if err["type"] == "json_invalid":
+        return bad_request(f"The body is not valid JSON: {err['msg']}.", code="invalid_json")
+    if err["type"] == "model_type" and param is None:
+        return bad_request("The body must be a JSON object.")
+    if err["type"] == "missing":
+        return bad_request(f"{param} is required.", param=param)
+    return bad_request(f"{param}: {err['msg']}." if param else f"{err['msg']}.", param=param)
+
+
+def _is_union_branch(part: Any) -> bool:
+    # pydantic names the union member it tried ("str", "list[...]", a model class such as "Input");
+    # callers want the field path only, and every field of the API is snake_case.
+    return isinstance(part, str) and (part in ("str", "float", "int", "bool") or "[" in part or part[:1].isupper())
+
+
+def unsupported(field: str, upstream_kind: str, why: str = "") -> ApiError:
+    """A field the caller's format defines that the chosen upstream's kind cannot carry: refused, never dropped."""
+    reason = f" ({why})" if why else ""
+    return ApiError(400, "unsupported_parameter",
+                    f"{field} cannot be sent to a model on an {upstream_kind} upstream{reason}.", param=field)

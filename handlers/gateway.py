@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from generated.config import Config, CooldownSettings, DecisionSettings, LimitsSettings
+from generated.config import Config
 from handlers import config as config_mod
 from handlers.administration.auth import KeyCache
 from handlers.inference.catalog import Catalog
@@ -36,26 +36,25 @@ class Gateway:
     def __init__(self, config: Config, *, store: Store | None = None) -> None:
         self.config = config
         self.catalog = Catalog.from_config(config)
-        self.store = store or open_store(config.store.url)  # type: ignore[union-attr]
+        self.store = store or open_store(config.store.url)
         self.upstreams: dict[str, Upstream] = {}
-        self.keys = KeyCache(self.store, ttl=float(config.server.key_cache_seconds))  # type: ignore[union-attr,arg-type]
-        self.recorder = Recorder(self.store, float((config.decisions or DecisionSettings()).retention_days or 30))
-        cd = config.cooldown or CooldownSettings()
-        limits = config.limits or LimitsSettings()
-        breaker = (cd.failures or 3, float(cd.window_seconds or 60), float(cd.seconds or 0))
+        self.keys = KeyCache(self.store, ttl=float(config.server.key_cache_seconds))
+        self.recorder = Recorder(self.store, float(config.decisions.retention_days))
+        cd, limits = config.cooldown, config.limits
+        breaker = (cd.failures, float(cd.window_seconds), float(cd.seconds))
         self.cooldowns = SharedCooldowns(limits.redis_url, *breaker) if limits.redis_url else Cooldowns(*breaker)
-        self.limiter: Limiter = (RedisLimiter(limits.redis_url, on_error=limits.on_redis_error or "open")
+        self.limiter: Limiter = (RedisLimiter(limits.redis_url, on_error=limits.on_redis_error)
                                  if limits.redis_url else MemoryLimiter())
         self.meter = Meter(self.store, self.limiter)
-        self.limits_fail_open = (limits.on_redis_error or "open") == "open"
+        self.limits_fail_open = limits.on_redis_error == "open"
         self._reaper = Periodic(self._release_stale, _REAP_EVERY, "release stale reservations")
         self.started_at = datetime.now(UTC).replace(microsecond=0)
 
     def _stale_after(self) -> timedelta:
         """Longer than any request can live (its upstream's total timeout, then the drain at shutdown): a hold
         older than this belongs to a process that died, and would otherwise stay held forever."""
-        totals = [float((u.timeouts.total if u.timeouts else None) or 300) for u in (self.config.upstreams or {}).values()]
-        drain = float(self.config.server.drain_seconds or 0)  # type: ignore[union-attr]
+        totals = [float(u.timeouts.total) for u in self.config.upstreams.values()]
+        drain = float(self.config.server.drain_seconds)
         return timedelta(seconds=2 * max(totals, default=300) + drain + 60)
 
     async def _release_stale(self) -> None:
@@ -72,7 +71,7 @@ class Gateway:
 
     async def start(self) -> None:
         try:
-            for name, settings in (self.config.upstreams or {}).items():
+            for name, settings in self.config.upstreams.items():
                 self.upstreams[name] = build_upstream(name, settings)
             await self.store.open()
             await self.limiter.ping()  # fail fast when Redis is configured but unreachable

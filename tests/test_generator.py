@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import re
 import shutil
 from pathlib import Path
 
 import pytest
 import yaml
 
+from generated import models
 from generator import __main__ as gen
 from generator.spec import SpecError
 
@@ -97,3 +100,73 @@ def test_the_readme_configuration_example_is_valid(monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("ANTHROPIC_API_KEY", "y")
     cfg = config_mod.parse(yaml.safe_load(example), "README.md")
     assert [m.id for m in cfg.models or []] == ["acme/fast", "acme/strong"]
+
+
+def _bundle() -> dict:
+    return json.loads((ROOT / "openapi.json").read_text(encoding="utf-8"))
+
+
+def test_the_scope_list_is_the_spec_enum() -> None:
+    from generated import scopes
+    from handlers.store.base import SCOPES
+
+    schemas = _bundle()["components"]["schemas"]
+    assert scopes.SCOPES == SCOPES == tuple(schemas["Scope"]["enum"])
+    assert scopes.DEFAULT_SCOPES == tuple(schemas["KeyCreate"]["properties"]["scopes"]["default"])
+    assert [s.root for s in models.KeyCreate(name="x").scopes] == list(scopes.DEFAULT_SCOPES)
+
+
+def test_an_unknown_scope_in_the_spec_fails_naming_it(tmp_path: Path) -> None:
+    root = _copy_tree(tmp_path)
+    inference = root / "specs/paths/inference.yaml"
+    inference.write_text(inference.read_text().replace("x-scope: inference", "x-scope: root", 1))
+    admin = root / "specs/schemas/admin.yaml"
+    admin.write_text(admin.read_text().replace("default: [inference,", "default: [everything,", 1))
+    with pytest.raises(SpecError) as info:
+        gen.render(root)
+    assert "x-scope 'root' is not a Scope" in str(info.value)
+    assert "default 'everything' is not a Scope" in str(info.value)
+
+
+def _example(template: str) -> str:
+    return re.sub(r"\{[^}]+\}", "x1", template)
+
+
+def test_the_paths_table_matches_every_path_of_the_spec() -> None:
+    from generated.paths import TABLE
+    from handlers.edge import paths
+
+    spec_paths = _bundle()["paths"]
+    assert [info.template for info in TABLE] == list(spec_paths)
+    for template, item in spec_paths.items():
+        info = paths.match(_example(template))
+        assert info is not None and info.template == template
+        assert info.methods == ", ".join(sorted(m.upper() for m in item if m in ("get", "put", "post", "delete", "patch")))
+    slashed = paths.match("/v1/models/acme/fast")  # a model id may hold a slash (format: path)
+    assert slashed is not None and slashed.template == "/v1/models/{modelId}"
+    assert paths.match("/v1/keys/a/b") is None and paths.match("/nowhere") is None
+
+
+def test_config_sections_default_to_instances() -> None:
+    from generated import config
+
+    cfg = config.Config()
+    for name, cls in (("server", config.Server), ("store", config.StoreSettings),
+                      ("cooldown", config.CooldownSettings), ("limits", config.LimitsSettings),
+                      ("decisions", config.DecisionSettings)):
+        assert isinstance(getattr(cfg, name), cls), name
+    assert (cfg.upstreams, cfg.models, cfg.policies, cfg.default_policy) == ({}, [], {}, "default")
+    assert cfg.server is not config.Config().server
+    model = config.ModelSettings(id="a", upstream="u", name="n")
+    assert isinstance(model.price, config.PriceSettings) and model.aliases == []
+    assert isinstance(config.UpstreamSettings(kind="echo").timeouts, config.TimeoutSettings)
+    assert isinstance(config.PolicySettings().thinking_budget, config.ThinkingBudget)
+
+
+def test_a_config_key_with_no_value_is_its_default() -> None:
+    from handlers import config as config_mod
+
+    cfg = config_mod.parse(yaml.safe_load("server:\nupstreams:\n  e:\n    kind: echo\n    timeouts:\n"), "test")
+    assert cfg.server.port == 8080 and cfg.upstreams["e"].timeouts.total == 300
+    with pytest.raises(config_mod.ConfigError, match="upstreams.e: Input should be a valid dictionary"):
+        config_mod.parse({"upstreams": {"e": None}}, "test")

@@ -182,11 +182,10 @@ def test_failures_and_cancelled_streams_release_their_hold(metered: Live, fake: 
 
 
 async def test_an_answer_without_usage_is_estimated_and_marked(tmp_path: Path) -> None:
-    from handlers.metering.meter import Meter
-    from handlers.metering.ratelimit import MemoryLimiter
-
     from handlers.inference.canonical import Message, Request, Text
     from handlers.inference.catalog import Model
+    from handlers.metering.meter import Meter
+    from handlers.metering.ratelimit import MemoryLimiter
     from handlers.store import open_store
 
     store = open_store(f"sqlite:///{tmp_path / 'e.db'}")

@@ -25,6 +25,8 @@ from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
 from handlers.metering.ratelimit import (
     MAX_LIMIT,
     Limiter,
@@ -34,7 +36,6 @@ from handlers.metering.ratelimit import (
     headers,
     retry_headers,
 )
-from redis.exceptions import RedisError
 
 REDIS_URL = os.environ.get("SPECWAY_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 

@@ -98,7 +98,7 @@ async def test_anthropic_sends_the_callers_max_tokens_and_streams(fake: FakeUpst
 async def test_anthropic_counts_cache_reads_as_input(fake: FakeUpstream, build: Build, streaming: bool) -> None:
     fake.script(text="Hi", usage=(5, 2, 40), model="claude-test-2025")
     result = await answer(build("anthropic"), streaming)
-    assert result.usage == Usage(input_tokens=45, output_tokens=2, cached_input_tokens=40)
+    assert result.usage == Usage(input_tokens=45, output_tokens=2, cached_input_tokens=40, cache_write_tokens=0)
     assert result.text() == "Hi"
     assert streaming or result.upstream_model == "claude-test-2025"
 
@@ -106,13 +106,13 @@ async def test_anthropic_counts_cache_reads_as_input(fake: FakeUpstream, build: 
 async def test_anthropic_stream_events(fake: FakeUpstream, build: Build) -> None:
     fake.script(text="Sure thing", tool_calls=[{"id": "toolu_1", "name": "now"}], usage=(12, 8, 0))
     assert await events(build("anthropic")) == [
-        UsageReport(Usage(12, 1, 0)),  # message_start's counts, with the first content
+        UsageReport(Usage(12, 1, 0, 0)),  # message_start's counts, with the first content
         TextDelta("Sure "),
         TextDelta("thing"),
         ToolCallStart(0, "toolu_1", "now"),
         ToolCallDelta(0, "{}"),
         Finish(FinishReason.TOOL_CALLS),
-        UsageReport(Usage(12, 8, 0)),
+        UsageReport(Usage(12, 8, 0, 0)),
     ]
 
 

@@ -1,0 +1,1 @@
+"""The specway command: serve, keys, workspaces, db, generate."""

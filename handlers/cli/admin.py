@@ -7,22 +7,23 @@ import asyncio
 import json
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import pydantic
 
 from generated import models
 from generated.config import Config
+from generated.scopes import DEFAULT_SCOPES, SCOPES
 from handlers import config as config_mod
 from handlers.administration import accounts as admin
-from handlers.edge.glue import validation_error
-from handlers.errors import ApiError
+from handlers.errors import ApiError, validation_error
 from handlers.inference.catalog import Catalog
 from handlers.store import open_store
 from handlers.store.base import Store
 
 Action = Callable[[Store, Config], Awaitable[Any]]
+M = TypeVar("M", bound=pydantic.BaseModel)
 
 
 class StoreUnreachable(Exception):
@@ -40,7 +41,7 @@ def redact(url: str) -> str:
 
 async def with_store(cfg_path: str | None, fn: Action) -> Any:
     cfg = config_mod.load(cfg_path)
-    url = cfg.store.url  # type: ignore[union-attr]
+    url = cfg.store.url
     store = open_store(url)
     try:
         await store.open()
@@ -64,15 +65,15 @@ def _csv(text: str | None) -> list[str] | None:
     return None if text is None else [s.strip() for s in text.split(",") if s.strip()]
 
 
-def validated(model: type[pydantic.BaseModel], fields: dict[str, Any]) -> dict[str, Any]:
+def validated(model: type[M], fields: dict[str, Any]) -> M:
     """The fields as the API would take them: through the same generated model, with the same messages."""
     try:
-        return model.model_validate_json(json.dumps(fields)).model_dump(exclude_unset=True)
+        return model.model_validate_json(json.dumps(fields))
     except pydantic.ValidationError as exc:
         raise validation_error(exc) from None
 
 
-def _key_fields(args: argparse.Namespace, model: type[pydantic.BaseModel]) -> dict[str, Any]:
+def _key_body(args: argparse.Namespace, model: type[M]) -> M:
     fields: dict[str, Any] = {}
     for name in ("name", "policy", "expires_at", "workspace_id"):
         if getattr(args, name, None) is not None:
@@ -93,21 +94,24 @@ def run(args: argparse.Namespace, fn: Action) -> int:
         print(f"specway: {err.message}", file=sys.stderr)
         return 2
     if result is not None:
-        print(result if isinstance(result, str) else json.dumps(result, indent=2))
+        print(result if isinstance(result, str) else json.dumps(_plain(result), indent=2))
     return 0
+
+
+def _plain(result: pydantic.BaseModel | list[pydantic.BaseModel]) -> Any:
+    return [r.model_dump() for r in result] if isinstance(result, list) else result.model_dump()
 
 
 def cmd_keys(args: argparse.Namespace) -> int:
     async def create(store: Store, cfg: Config) -> str:
-        fields = _key_fields(args, models.KeyCreate)
-        _, secret = await admin.create_key(store, Catalog.from_config(cfg), cfg.policies or {}, fields,
-                                           await default_workspace(store))
-        return secret  # alone on stdout, so a script can capture it
+        body = _key_body(args, models.KeyCreate)
+        created = await admin.create_key(store, Catalog.from_config(cfg), cfg.policies, body,
+                                         await default_workspace(store))
+        return created.secret  # alone on stdout, so a script can capture it
 
-    async def update(store: Store, cfg: Config) -> dict[str, Any]:
-        key = await admin.update_key(store, Catalog.from_config(cfg), cfg.policies or {}, args.key_id,
-                                     _key_fields(args, models.KeyUpdate))
-        return admin.key_json(key)
+    async def update(store: Store, cfg: Config) -> models.Key:
+        body = _key_body(args, models.KeyUpdate)
+        return await admin.update_key(store, Catalog.from_config(cfg), cfg.policies, args.key_id, body)
 
     async def listing(store: Store, cfg: Config) -> str:
         rows = ["id\tname\thint\tscopes\tstate\tworkspace"]
@@ -124,16 +128,16 @@ def cmd_keys(args: argparse.Namespace) -> int:
 
 
 def cmd_workspaces(args: argparse.Namespace) -> int:
-    async def create(store: Store, cfg: Config) -> dict[str, Any]:
-        fields = validated(models.WorkspaceCreate, {"name": args.name, "credit": args.credit})
-        return admin.workspace_json(await admin.create_workspace(store, fields))
+    async def create(store: Store, cfg: Config) -> models.Workspace:
+        body = validated(models.WorkspaceCreate, {"name": args.name, "credit": args.credit})
+        return await admin.create_workspace(store, body)
 
-    async def listing(store: Store, cfg: Config) -> list[dict[str, Any]]:
-        return [admin.workspace_json(w) for w in await store.list_workspaces()]
+    async def listing(store: Store, cfg: Config) -> list[models.Workspace]:
+        return [admin.workspace_out(w) for w in await store.list_workspaces()]
 
-    async def credit(store: Store, cfg: Config) -> dict[str, Any]:
-        amount = validated(models.CreditAdd, {"amount": args.amount})["amount"]
-        return admin.workspace_json(await admin.add_credit(store, args.workspace_id, amount))
+    async def credit(store: Store, cfg: Config) -> models.Workspace:
+        body = validated(models.CreditAdd, {"amount": args.amount})
+        return await admin.add_credit(store, args.workspace_id, body)
 
     async def revoke(store: Store, cfg: Config) -> str:
         _, revoked = await admin.revoke_workspace(store, args.workspace_id)
@@ -145,8 +149,8 @@ def cmd_workspaces(args: argparse.Namespace) -> int:
 
 def _key_options(p: argparse.ArgumentParser, create: bool) -> None:
     p.add_argument("--name", required=create)
-    p.add_argument("--scopes", default="inference,models:read,key:read,explain:read" if create else None,
-                   help="comma-separated: inference, models:read, key:read, explain:read, admin")
+    p.add_argument("--scopes", default=",".join(DEFAULT_SCOPES) if create else None,
+                   help=f"comma-separated: {', '.join(SCOPES)}")
     p.add_argument("--models", help="comma-separated allowlist of model ids or aliases")
     p.add_argument("--policy", help="routing policy name")
     p.add_argument("--expires-at", dest="expires_at", help="ISO 8601 time, e.g. 2027-01-01T00:00:00+00:00")

@@ -10,10 +10,11 @@ import tempfile
 from typing import Any
 
 from generated.config import Config
+from generated.scopes import SCOPES
 from handlers import config as config_mod
 from handlers.cli.admin import StoreUnreachable, add_parsers, default_workspace, redact, with_store
 from handlers.metering.ratelimit import RedisLimiter
-from handlers.store.base import SCOPES, Store
+from handlers.store.base import Store
 
 
 async def first_key(store: Store, _cfg: object = None) -> str | None:
@@ -31,9 +32,9 @@ class Unreachable(Exception):
 async def _ready_first_key(store: Store, cfg: Config) -> str | None:
     """Fail fast when an upstream's key variable is unset or Redis is configured but away; then the first key on a
     fresh store."""
-    for name, settings in (cfg.upstreams or {}).items():
+    for name, settings in cfg.upstreams.items():
         config_mod.api_key(name, settings)  # a ConfigError names the variable
-    url = (cfg.limits.redis_url if cfg.limits else None) or None
+    url = cfg.limits.redis_url
     if url:
         limiter = RedisLimiter(url)
         try:
@@ -68,17 +69,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     cfg = config_mod.load(args.config)
     server = cfg.server
-    host, port = args.host or server.host, args.port if args.port is not None else server.port  # type: ignore[union-attr]
-    workers = args.workers or server.workers  # type: ignore[union-attr]
+    host, port = args.host or server.host, args.port if args.port is not None else server.port
+    workers = args.workers or server.workers
     secret = asyncio.run(with_store(args.config, _ready_first_key))
     if secret:
         print("Created the first relay key (it is shown only this once):", file=sys.stderr)
         print(secret, flush=True)
     if args.config:
         os.environ[config_mod.ENV_CONFIG] = os.path.abspath(args.config)
-    log_level = server.log_level  # type: ignore[union-attr]
+    log_level = server.log_level
     common: dict[str, Any] = {"host": host, "port": port, "log_level": log_level, "loop": "uvloop", "http": "httptools",
-                              "timeout_graceful_shutdown": server.drain_seconds,  # type: ignore[union-attr]
+                              "timeout_graceful_shutdown": server.drain_seconds,
                               "log_config": _logging(log_level), "access_log": False}
     if workers > 1:
         _share_metrics_between_workers()

@@ -1,23 +1,96 @@
-"""Connexion's per-operation call path, built once instead of on every request.
+"""Every use of Connexion's internals, in one place; the rest of the app calls `build_connexion_app`.
 
-Connexion 3.3 rebuilds an operation's decorator stack (its parameter and response decorators, the inspection of the
-route function's arguments) and its URI parser on every call: `AsyncOperation.fn` is a property, and the
-decorator's wrapper calls `decorate()` each time. Both depend only on the route function and the operation, which
-are fixed once the spec is loaded, so here they are built on the first call and kept. What the route function
-receives is unchanged: Connexion's own decorators still parse path and query parameters.
+Checked against Connexion 3.3.0 (read in .venv/lib/python3.11/site-packages/connexion). On an upgrade, re-read the
+pieces below; each names what it relies on and why it exists:
+
+- `_MIDDLEWARES` replaces `ConnexionMiddleware.default_middlewares` (middleware/main.py) through the public
+  `middlewares=` argument, but lists Connexion's own middleware classes. It drops `SecurityMiddleware` (the generated
+  routes authenticate relay keys themselves, handlers/edge/glue.py) and `ResponseValidationMiddleware` (responses
+  are built from generated models; `validate_responses` is off anyway). Path, method, content type and query
+  parameters are still checked by Connexion.
+- `_BodyParsedByRoute` replaces the `"*/*json"` entry of `validators.VALIDATOR_MAP["body"]`.
+  `RequestValidationOperation.__call__` (middleware/request_validation.py) builds it with keyword arguments and
+  awaits `wrap_receive(receive, scope=scope)`; ours returns both untouched, so the body is parsed once, with
+  pydantic, by the generated route instead of also by jsonschema.
+- `app._middleware_app.api_cls = _Api` (private): `AsyncApp` builds its `AsyncASGIApp` before any API is added, and
+  `RoutedMiddleware.add_api` (middleware/abstract.py) instantiates `self.api_cls`; there is no public hook for it.
+- `_Api`, `_Operation`, `_Decorator` subclass `AsyncApi`, `AsyncOperation` and `StarletteDecorator`
+  (apps/asynchronous.py, decorators/main.py). Connexion rebuilds an operation's decorator stack (its parameter and
+  response decorators, the inspection of the route function's arguments) and its URI parser on every call:
+  `AsyncOperation.fn` is a property, and `ASGIDecorator.__call__`'s wrapper calls `decorate()` each time. Both
+  depend only on the route function and the operation, fixed once the spec is loaded, so here they are built on the
+  first call and kept. They rely on `AsyncOperation._fn`, `BaseDecorator.decorate`, `BaseDecorator.uri_parser`
+  (which reads `connexion.context.operation`, hence built on the first call) and `framework.get_request`. What the
+  route function receives is unchanged: Connexion's own decorators still parse path and query parameters.
+- Error handlers: Connexion calls them with a `ConnexionRequest` and expects a `ConnexionResponse`; its own request
+  checks raise `ProblemException`. Ours see only the request path and the exception and return an `ApiError`, and
+  a `ProblemException` reaches them as a `Refusal`.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import connexion
 from connexion import context
 from connexion.apps.asynchronous import AsyncApi, AsyncOperation
+from connexion.datastructures import MediaTypeDict
 from connexion.decorators import StarletteDecorator
+from connexion.exceptions import ProblemException
+from connexion.lifecycle import ConnexionRequest, ConnexionResponse
+from connexion.middleware.context import ContextMiddleware
+from connexion.middleware.exceptions import ExceptionMiddleware
+from connexion.middleware.lifespan import LifespanMiddleware
+from connexion.middleware.request_validation import RequestValidationMiddleware
+from connexion.middleware.routing import RoutingMiddleware
+from connexion.middleware.server_error import ServerErrorMiddleware
+from connexion.middleware.swagger_ui import SwaggerUIMiddleware
 from connexion.operations import AbstractOperation
+from connexion.options import SwaggerUIOptions
+from connexion.resolver import Resolver
 from connexion.uri_parsing import AbstractURIParser
+from connexion.validators import VALIDATOR_MAP
+
+from handlers.errors import ApiError
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Connexion refused the request itself (a bad query parameter, content type...): a ProblemException."""
+
+    status: int
+    message: str | None
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+# (request path, the exception) -> the error to answer with. Typed loosely: each handler takes its own exception type.
+ErrorHandler = Callable[[str, Any], ApiError]
+Lifespan = Callable[[Any], AbstractAsyncContextManager[None]]
+
+_MIDDLEWARES = [
+    ServerErrorMiddleware,
+    ExceptionMiddleware,
+    SwaggerUIMiddleware,
+    RoutingMiddleware,
+    RequestValidationMiddleware,
+    LifespanMiddleware,
+    ContextMiddleware,
+]
+
+
+class _BodyParsedByRoute:
+    """A body 'validator' that leaves the body alone: the generated route validates it with pydantic."""
+
+    def __init__(self, **_: Any) -> None:
+        pass
+
+    async def wrap_receive(self, receive: Any, *, scope: Any) -> tuple[Any, Any]:
+        return receive, scope
 
 
 class _Decorator(StarletteDecorator):
@@ -36,12 +109,46 @@ class _Decorator(StarletteDecorator):
         return wrapper
 
 
-class Operation(AsyncOperation):
+class _Operation(AsyncOperation):
     @functools.cached_property
     def fn(self) -> Callable[..., Any]:  # type: ignore[override]
         return _Decorator(pythonic_params=self.pythonic_params, jsonifier=self.jsonifier)(self._fn)
 
 
-class Api(AsyncApi):
-    def make_operation(self, operation: AbstractOperation) -> Operation:
-        return Operation.from_operation(operation, pythonic_params=self.pythonic_params, jsonifier=self.jsonifier)
+class _Api(AsyncApi):
+    def make_operation(self, operation: AbstractOperation) -> _Operation:
+        return _Operation.from_operation(operation, pythonic_params=self.pythonic_params, jsonifier=self.jsonifier)
+
+
+def build_connexion_app(spec: Path, *, resolve: Callable[[str], Callable[..., Any]], lifespan: Lifespan,
+                        error_handlers: Mapping[type[Exception], ErrorHandler],
+                        on_refusal: Callable[[Refusal], ApiError], docs_path: str = "/docs") -> connexion.AsyncApp:
+    """Connexion routing `spec` to `resolve(operationId)`, every error answered through our handlers."""
+    app = connexion.AsyncApp(
+        __name__,
+        middlewares=_MIDDLEWARES,
+        lifespan=lifespan,
+        pythonic_params=True,
+        validator_map={**VALIDATOR_MAP, "body": MediaTypeDict({"*/*json": _BodyParsedByRoute})},
+        swagger_ui_options=SwaggerUIOptions(swagger_ui_path=docs_path),
+    )
+    app._middleware_app.api_cls = _Api
+    app.add_api(spec, resolver=Resolver(resolve), validate_responses=False)
+    app.add_error_handler(ProblemException, _answer(lambda _path, exc: on_refusal(_refusal(exc))))
+    for exc_type, handler in error_handlers.items():
+        app.add_error_handler(exc_type, _answer(handler))
+    return app
+
+
+def _refusal(exc: ProblemException) -> Refusal:
+    message = exc.detail or exc.title
+    return Refusal(exc.status or 500, str(message) if message else None, dict(exc.headers or {}))
+
+
+def _answer(handler: ErrorHandler) -> Callable[[ConnexionRequest, Exception], Any]:
+    async def on_error(request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
+        err = handler(request.url.path, exc)
+        return ConnexionResponse(status_code=err.status, mimetype="application/json", body=err.json(),
+                                 headers=err.headers)
+
+    return on_error

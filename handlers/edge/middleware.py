@@ -28,7 +28,7 @@ class Edge:
     def __init__(self, app: ASGIApp, gateway: Gateway) -> None:
         self.app = app
         self.gateway = gateway
-        self.limit = int(gateway.config.server.body_limit_bytes)  # type: ignore[union-attr,arg-type]
+        self.limit = gateway.config.server.body_limit_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         self.gateway.bind()

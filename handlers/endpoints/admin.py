@@ -11,29 +11,25 @@ from handlers.administration.auth import Principal
 from handlers.edge.responses import json_response
 
 
-def _body(model: models.StrictModel) -> dict[str, object]:
-    return model.model_dump(exclude_unset=True)
+def _reply(model: models.StrictModel, status: int = 200) -> Response:
+    return json_response(model.model_dump(), status=status)
 
 
 async def list_workspaces(principal: Principal) -> Response:
     workspaces = await gateway.current().store.list_workspaces()
-    return json_response({"object": "list", "data": [admin.workspace_json(w) for w in workspaces]})
+    return _reply(models.WorkspaceList(object="list", data=[admin.workspace_out(w) for w in workspaces]))
 
 
 async def create_workspace(principal: Principal, body: models.WorkspaceCreate) -> Response:
-    ws = await admin.create_workspace(gateway.current().store, _body(body))
-    return json_response(admin.workspace_json(ws), status=201)
+    return _reply(await admin.create_workspace(gateway.current().store, body), status=201)
 
 
 async def get_workspace(principal: Principal, workspace_id: str) -> Response:
-    return json_response(admin.workspace_json(await admin.workspace(gateway.current().store, workspace_id)))
+    return _reply(admin.workspace_out(await admin.workspace(gateway.current().store, workspace_id)))
 
 
 async def update_workspace(principal: Principal, body: models.WorkspaceUpdate, workspace_id: str) -> Response:
-    store = gateway.current().store
-    await admin.workspace(store, workspace_id)
-    ws = await store.rename_workspace(workspace_id, body.name)
-    return json_response(admin.workspace_json(ws or await admin.workspace(store, workspace_id)))
+    return _reply(await admin.rename_workspace(gateway.current().store, workspace_id, body))
 
 
 async def revoke_workspace(principal: Principal, workspace_id: str) -> Response:
@@ -41,39 +37,37 @@ async def revoke_workspace(principal: Principal, workspace_id: str) -> Response:
     ws, revoked = await admin.revoke_workspace(gw.store, workspace_id)
     for key in revoked:
         gw.keys.forget(key.id)
-    return json_response(admin.workspace_json(ws))
+    return _reply(ws)
 
 
 async def add_credit(principal: Principal, body: models.CreditAdd, workspace_id: str) -> Response:
-    ws = await admin.add_credit(gateway.current().store, workspace_id, body.amount.root)
-    return json_response(admin.workspace_json(ws))
+    return _reply(await admin.add_credit(gateway.current().store, workspace_id, body))
 
 
 async def list_keys(principal: Principal, workspace_id: str | None = None) -> Response:
     keys = await gateway.current().store.list_keys(workspace_id)
-    return json_response({"object": "list", "data": [admin.key_json(k) for k in keys]})
+    return _reply(models.KeyList(object="list", data=[admin.key_out(k) for k in keys]))
 
 
 async def create_key(principal: Principal, body: models.KeyCreate) -> Response:
     gw = gateway.current()
-    key, secret = await admin.create_key(gw.store, gw.catalog, gw.config.policies or {}, _body(body),
-                                         principal.workspace_id)
-    return json_response({**admin.key_json(key), "secret": secret}, status=201)
+    created = await admin.create_key(gw.store, gw.catalog, gw.config.policies, body, principal.workspace_id)
+    return _reply(created, status=201)
 
 
 async def get_admin_key(principal: Principal, key_id: str) -> Response:
-    return json_response(admin.key_json(await admin.key(gateway.current().store, key_id)))
+    return _reply(admin.key_out(await admin.key(gateway.current().store, key_id)))
 
 
 async def update_key(principal: Principal, body: models.KeyUpdate, key_id: str) -> Response:
     gw = gateway.current()
-    key = await admin.update_key(gw.store, gw.catalog, gw.config.policies or {}, key_id, _body(body))
+    key = await admin.update_key(gw.store, gw.catalog, gw.config.policies, key_id, body)
     gw.keys.forget(key.id)
-    return json_response(admin.key_json(key))
+    return _reply(key)
 
 
 async def revoke_key(principal: Principal, key_id: str) -> Response:
     gw = gateway.current()
     key = await admin.revoke_key(gw.store, key_id)
     gw.keys.forget(key.id)
-    return json_response(admin.key_json(key))
+    return _reply(key)

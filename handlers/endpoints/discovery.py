@@ -30,12 +30,7 @@ def _entry(model: Model, name: str, created: datetime) -> dict[str, object]:
 def _visible(principal: Principal) -> list[dict[str, object]]:
     gw = gateway.current()
     allow = principal.key.models
-    return [
-        _entry(m, name, gw.started_at)
-        for m in gw.catalog.models
-        for name in (m.id, *m.aliases)
-        if Catalog.allowed(m, allow) and (allow is None or name == m.id or name in allow or m.id in allow)
-    ]
+    return [_entry(m, name, gw.started_at) for m in gw.catalog.models for name in Catalog.usable_names(m, allow)]
 
 
 async def list_models(principal: Principal, after_id: str | None = None, before_id: str | None = None,
@@ -71,7 +66,8 @@ async def get_key(principal: Principal) -> Response:
     if ws is None:
         raise ApiError(401, "invalid_api_key", "The relay key's workspace no longer exists.")
     summary = {"id": ws.id, "name": ws.name, "credit": str(ws.credit), "reserved": str(ws.reserved)}
-    return json_response({**admin.key_json(key), "workspace": summary, "policy": key.policy or gw.config.default_policy})
+    shown = admin.key_out(key).model_dump()
+    return json_response({**shown, "workspace": summary, "policy": key.policy or gw.config.default_policy})
 
 
 async def explain_decision(principal: Principal, decision_id: str) -> Response:

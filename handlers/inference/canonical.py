@@ -24,9 +24,55 @@ class FinishReason(str, enum.Enum):
     UNKNOWN = "unknown"
 
 
+@dataclass(frozen=True, slots=True)
+class CacheMark:
+    """A prompt-cache breakpoint on a block (Anthropic's cache_control); ttl "5m" or "1h" when the caller said."""
+
+    ttl: str | None = None
+
+
 @dataclass(slots=True)
 class Text:
     text: str
+    cache: CacheMark | None = None
+
+
+@dataclass(slots=True)
+class Image:
+    """An image: a URL (https), or base64 `data` with its `media_type`, or a file the caller uploaded to the
+    provider of `format` (only that provider knows `file_id`)."""
+
+    url: str | None = None
+    data: str | None = None
+    media_type: str | None = None
+    detail: str | None = None  # OpenAI's low | high | auto
+    file_id: str | None = None
+    cache: CacheMark | None = None
+
+
+@dataclass(slots=True)
+class Document:
+    """A file given to the model (a PDF, or plain text): base64 `data` with its media type, a URL, or a file id."""
+
+    data: str | None = None
+    media_type: str | None = None
+    url: str | None = None
+    filename: str | None = None
+    file_id: str | None = None
+    cache: CacheMark | None = None
+
+
+@dataclass(slots=True)
+class Thinking:
+    """Reasoning the model showed. It goes back only to the provider that made it (`format`): Anthropic checks its
+    `signature` (or takes `redacted` data back); OpenAI Responses takes its `encrypted` content and item `id`."""
+
+    text: str
+    signature: str | None = None
+    redacted: str | None = None
+    encrypted: str | None = None
+    id: str | None = None
+    format: Format | None = None
 
 
 @dataclass(slots=True)
@@ -34,12 +80,15 @@ class ToolCall:
     id: str
     name: str
     arguments: str  # JSON text, as OpenAI carries it
+    cache: CacheMark | None = None
 
 
 @dataclass(slots=True)
 class ToolResult:
     tool_call_id: str
     content: str
+    cache: CacheMark | None = None
+    is_error: bool = False
 
 
 @dataclass(slots=True)
@@ -50,7 +99,7 @@ class Unknown:
     format: Format
 
 
-Block = Text | ToolCall | ToolResult | Unknown
+Block = Text | Image | Document | Thinking | ToolCall | ToolResult | Unknown
 
 
 @dataclass(slots=True)
@@ -69,6 +118,7 @@ class Tool:
     parameters: dict[str, Any]
     raw: Any  # the tool as the caller wrote it, forwarded verbatim to a same-format upstream
     format: Format
+    cache: CacheMark | None = None
 
     @property
     def portable(self) -> bool:
@@ -91,6 +141,17 @@ class ToolChoice:
         return self.mode is not None
 
 
+@dataclass(frozen=True, slots=True)
+class OutputFormat:
+    """Structured output: a JSON object, matching `schema` when kind is json_schema."""
+
+    kind: Literal["json_schema", "json_object"]
+    schema: dict[str, Any] | None = None
+    name: str | None = None
+    strict: bool | None = None
+    description: str | None = None
+
+
 @dataclass(slots=True)
 class Request:
     """One inference request, whatever format it arrived in."""
@@ -98,10 +159,12 @@ class Request:
     format: Format
     messages: list[Message]
     system: str | None = None
+    system_parts: list[Text] | None = None  # the system as blocks, with their cache marks, when the caller sent blocks
     instructions: str | None = None  # Responses instructions as given (they are also part of system), for the echo
     model: str | None = None  # as requested: a model id, an alias, or None
     effort: str | None = None  # normalised to lower case: minimal | low | medium | high (or the caller's word)
     thinking_budget: int | None = None  # Anthropic thinking.budget_tokens; routing maps it to an effort tier
+    thinking: bool | None = None  # False: the caller turned reasoning off ({type: disabled}); None: not said
     max_tokens: int | None = None
     temperature: float | None = None
     top_p: float | None = None
@@ -112,14 +175,18 @@ class Request:
     tools: list[Tool] | None = None
     tool_choice: ToolChoice | None = None
     response_format: dict[str, Any] | None = None  # verbatim (chat)
-    extra: dict[str, Any] = field(default_factory=dict)  # unread fields, for a same-format upstream
+    output: OutputFormat | None = None  # structured output, whichever format asked for it
+    extra: dict[str, Any] = field(default_factory=dict)  # fields of the caller's format that canonical does not model
+    body: dict[str, Any] = field(default_factory=dict)  # the caller's body as sent, for a same-format upstream
+    headers: dict[str, str] = field(default_factory=dict)  # caller headers a same-format upstream gets (anthropic-beta)
 
 
 @dataclass(slots=True)
 class Usage:
     input_tokens: int | None = None
     output_tokens: int | None = None
-    cached_input_tokens: int | None = None
+    cached_input_tokens: int | None = None  # read from a prompt cache; part of input_tokens
+    cache_write_tokens: int | None = None  # written to a prompt cache (Anthropic); part of input_tokens
 
     @property
     def total_tokens(self) -> int | None:
@@ -151,6 +218,19 @@ class TextDelta:
 
 
 @dataclass(slots=True)
+class ThinkingDelta:
+    """A piece of a thinking block; consecutive pieces are one block. Signature, redacted data and encrypted content
+    arrive as pieces of their own."""
+
+    text: str = ""
+    signature: str | None = None
+    redacted: str | None = None
+    encrypted: str | None = None
+    id: str | None = None
+    format: Format | None = None
+
+
+@dataclass(slots=True)
 class ToolCallStart:
     index: int
     id: str
@@ -174,7 +254,7 @@ class UsageReport:
     usage: Usage
 
 
-Event = TextDelta | ToolCallStart | ToolCallDelta | Finish | UsageReport
+Event = TextDelta | ThinkingDelta | ToolCallStart | ToolCallDelta | Finish | UsageReport
 
 
 @dataclass(slots=True)
@@ -189,11 +269,17 @@ class Answer:
 def fold(events: list[Event]) -> Result:
     """Fold a stream back into a whole result (used for metering and tests)."""
     text: list[str] = []
+    thoughts: list[Thinking] = []
     calls: dict[int, ToolCall] = {}
     finish = Finish(FinishReason.UNKNOWN)
     usage = Usage()
+    last: Event | None = None
     for ev in events:
-        if isinstance(ev, TextDelta):
+        if isinstance(ev, ThinkingDelta):
+            if not isinstance(last, ThinkingDelta):
+                thoughts.append(Thinking("", format=ev.format))
+            _add_thinking(thoughts[-1], ev)
+        elif isinstance(ev, TextDelta):
             text.append(ev.text)
         elif isinstance(ev, ToolCallStart):
             calls[ev.index] = ToolCall(ev.id, ev.name, "")
@@ -203,6 +289,15 @@ def fold(events: list[Event]) -> Result:
             finish = ev
         elif isinstance(ev, UsageReport):
             usage = ev.usage
-    content: list[Block] = [Text("".join(text))] if text else []
+        last = ev
+    content: list[Block] = [*thoughts, Text("".join(text))] if text else [*thoughts]
     content.extend(calls[i] for i in sorted(calls))
     return Result(content=content, finish_reason=finish.reason, usage=usage, stop_sequence=finish.stop_sequence)
+
+
+def _add_thinking(block: Thinking, ev: ThinkingDelta) -> None:
+    block.text += ev.text
+    block.signature = (block.signature or "") + ev.signature if ev.signature is not None else block.signature
+    block.redacted = ev.redacted if ev.redacted is not None else block.redacted
+    block.encrypted = ev.encrypted if ev.encrypted is not None else block.encrypted
+    block.id = ev.id if ev.id is not None else block.id

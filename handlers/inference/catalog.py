@@ -37,18 +37,15 @@ class Catalog:
     @classmethod
     def from_config(cls, config: Config) -> Catalog:
         models = []
-        for m in config.models or []:
-            price_in = price_out = "0"
-            if m.price is not None:
-                price_in, price_out = str(m.price.input), str(m.price.output)
+        for m in config.models:
             models.append(
                 Model(
                     id=m.id,
                     upstream=m.upstream,
                     name=m.name,
-                    aliases=tuple(m.aliases or ()),
-                    price_in=Decimal(price_in),
-                    price_out=Decimal(price_out),
+                    aliases=tuple(m.aliases),
+                    price_in=Decimal(str(m.price.input)),
+                    price_out=Decimal(str(m.price.output)),
                     context_window=m.context_window,
                     owned_by=m.owned_by or m.upstream,
                     display_name=m.display_name or m.id,
@@ -61,8 +58,19 @@ class Catalog:
         return self._by_name.get(name)
 
     @staticmethod
+    def usable_names(model: Model, allowlist: tuple[str, ...] | None) -> tuple[str, ...]:
+        """The names a key may use `model` under: the one allowlist rule, for routing and GET /v1/models alike.
+
+        An allowlist admits models, named by id or by any alias; an admitted model is usable under its id and every
+        alias (aliases are names for the same upstream model and price, so withholding one would protect nothing).
+        None admits every model.
+        """
+        names = (model.id, *model.aliases)
+        if allowlist is None or any(name in allowlist for name in names):
+            return names
+        return ()
+
+    @staticmethod
     def allowed(model: Model, allowlist: tuple[str, ...] | None, asked_as: str | None = None) -> bool:
-        """A key's allowlist names ids or aliases; naming either admits the model under both."""
-        if allowlist is None:
-            return True
-        return model.id in allowlist or any(a in allowlist for a in model.aliases) or asked_as in allowlist
+        """Whether a key may use `model` under the name `asked_as` (its id when None)."""
+        return (asked_as or model.id) in Catalog.usable_names(model, allowlist)

@@ -1,4 +1,4 @@
-"""Relay one canonical request through its decision's candidates, whole or streamed.
+"""Relay one canonical request through its plan's candidates, whole or streamed; what happens goes in its Trace.
 
 Before any upstream call: routing (with cooldowns and context windows), rate limits and the worst-case reservation.
 Fallback happens only before the first byte reaches the caller; after that a failure is reported in-stream.
@@ -11,7 +11,6 @@ import logging
 import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from types import ModuleType
 from typing import TypeVar
 
 import anyio
@@ -22,11 +21,14 @@ from handlers.administration.auth import Principal
 from handlers.edge.responses import json_response, sse_response
 from handlers.errors import ApiError
 from handlers.inference import routing, tokens
-from handlers.inference.canonical import Answer, Event, Request, TextDelta, UsageReport
+from handlers.inference.canonical import Answer, Event, Request, TextDelta, Usage, UsageReport
 from handlers.inference.catalog import Model
+from handlers.inference.formats.base import CallerFormat
+from handlers.inference.routing import Plan
+from handlers.inference.trace import Trace
 from handlers.inference.upstreams.base import Upstream, UpstreamError
 from handlers.metering.meter import Hold
-from handlers.observability import metrics, requestlog
+from handlers.observability import decisions, metrics, requestlog
 
 log = logging.getLogger("specway.relay")
 T = TypeVar("T")
@@ -50,67 +52,67 @@ def upstream_failure(err: UpstreamError, upstream: str) -> ApiError:
     return ApiError(502, "upstream_error", f"The upstream {upstream} failed: {err.message}")
 
 
-def _nothing_left(gw: gateway.Gateway, decision: routing.Decision) -> ApiError:
-    waits = [gw.cooldowns.remaining(c.model.upstream) for c in decision.candidates]
+def _nothing_left(gw: gateway.Gateway, plan: Plan) -> ApiError:
+    waits = [gw.cooldowns.remaining(c.model.upstream) for c in plan.candidates]
     wait = min((w for w in waits if w > 0), default=0)
-    reasons = "; ".join(f"{c.model.id}: {c.reason}" for c in decision.candidates)
+    reasons = "; ".join(f"{c.model.id}: {c.reason}" for c in plan.candidates)
     headers = {"retry-after": str(max(1, min(60, math.ceil(wait))))} if wait else None
     return ApiError(503, "no_upstream_available", f"No candidate can take the request ({reasons}).", headers=headers)
 
 
-def _headers(decision: routing.Decision, hold: Hold | None = None) -> dict[str, str]:
-    h = {**(hold.headers if hold else {}), "x-specway-decision-id": decision.id}
-    if decision.answered is not None:
-        h["x-specway-model"] = decision.answered.id
+def _headers(plan: Plan, trace: Trace, hold: Hold | None = None) -> dict[str, str]:
+    h = {**(hold.headers if hold else {}), "x-specway-decision-id": plan.id}
+    if trace.answered is not None:
+        h["x-specway-model"] = trace.answered.id
     return h
 
 
-async def relay(principal: Principal, req: Request, wire: ModuleType) -> Response:
+async def relay(principal: Principal, req: Request, wire: CallerFormat) -> Response:
     gw = gateway.current()
-    decision = routing.decide(gw.catalog, gw.config.policies or {}, gw.config.default_policy or "default", principal,
-                              req)
-    await gw.cooldowns.refresh(c.model.upstream for c in decision.candidates)
+    trace = Trace()
+    plan = routing.decide(gw.catalog, gw.config.policies, gw.config.default_policy, principal, req)
+    await gw.cooldowns.refresh(c.model.upstream for c in plan.candidates)
     estimate = tokens.input_tokens(req)  # once: the context check and the reservation both need it
-    routing.screen(decision, gw.cooldowns.remaining, estimate + (req.max_tokens or 0))
+    plan = routing.screen(plan, gw.cooldowns.remaining, estimate + (req.max_tokens or 0))
     hold: Hold | None = None
     try:
-        if decision.refusal is not None:
-            raise decision.refusal
-        if not decision.runnable():
-            raise _nothing_left(gw, decision)
-        hold = await gw.meter.admit(principal.key, [c.model for c in decision.runnable()], req, estimate)
+        if plan.refusal is not None:
+            raise plan.refusal
+        if not plan.runnable():
+            raise _nothing_left(gw, plan)
+        hold = await gw.meter.admit(principal.key, [c.model for c in plan.runnable()], req, estimate)
         if req.stream:
-            return await _stream(gw, decision, req, wire, hold)
-        result = await _attempt(gw, decision, lambda up, m: up.complete(req, m.name))
+            return await _stream(gw, plan, trace, req, wire, hold)
+        result, model = await _attempt(gw, plan, trace, lambda up, m: up.complete(req, m.name))
     except ApiError as err:
-        await _fail(gw, decision, hold, err)
+        await _fail(gw, plan, trace, hold, err)
         raise
     except BaseException:
-        await _fail(gw, decision, hold, ApiError(500, "internal_error", "failed"))
+        await _fail(gw, plan, trace, hold, ApiError(500, "internal_error", "failed"))
         raise
-    await _settle(gw, decision, hold, result.usage, len(result.text()))
+    await _settle(gw, plan, trace, hold, model, result.usage, len(result.text()))
     _log_content(gw, req, result.text())
-    answer = Answer(decision.id, decision.answered.id, int(time.time()))  # type: ignore[union-attr]
-    return json_response(wire.render(result, answer, req), headers=_headers(decision, hold))
+    answer = Answer(plan.id, model.id, int(time.time()))
+    return json_response(wire.render(result, answer, req), headers=_headers(plan, trace, hold))
 
 
-def _done(gw: gateway.Gateway, decision: routing.Decision) -> None:
-    """A decision is over: its record, its metrics and its request-log fields."""
-    gw.recorder.add(decision.record())
-    metrics.observe(decision, time.perf_counter() - decision.started)
-    u = decision.usage
-    requestlog.add(decision_id=decision.id, key_id=decision.principal.key.id, format=decision.format,
-                   model=decision.answered.id if decision.answered else None, outcome=decision.outcome,
+def _done(gw: gateway.Gateway, plan: Plan, trace: Trace) -> None:
+    """A request is over: its decision record, its metrics and its request-log fields."""
+    gw.recorder.add(decisions.record(plan, trace))
+    metrics.observe(plan, trace, time.perf_counter() - trace.started)
+    u = trace.usage
+    requestlog.add(decision_id=plan.id, key_id=plan.principal.key.id, format=plan.format,
+                   model=trace.answered.id if trace.answered else None, outcome=trace.outcome,
                    input_tokens=u.input_tokens if u else None, output_tokens=u.output_tokens if u else None,
-                   cost=decision.cost, upstream_ms=round(sum(a["latency_ms"] for a in decision.attempts), 3))
+                   cost=trace.cost, upstream_ms=trace.upstream_ms())
 
 
-async def _fail(gw: gateway.Gateway, decision: routing.Decision, hold: Hold | None, err: ApiError) -> None:
-    decision.outcome = err.code
+async def _fail(gw: gateway.Gateway, plan: Plan, trace: Trace, hold: Hold | None, err: ApiError) -> None:
+    trace.outcome = err.code
     if hold is not None:
         await gw.meter.release(hold)
-    _done(gw, decision)
-    err.headers = {**err.headers, **_headers(decision, hold)}
+    _done(gw, plan, trace)
+    err.headers = {**err.headers, **_headers(plan, trace, hold)}
 
 
 _LOGGED_CHARS = 2000
@@ -118,31 +120,32 @@ _LOGGED_CHARS = 2000
 
 def _log_content(gw: gateway.Gateway, req: Request, answer: str) -> None:
     """Only with server.log_content: the last user message and the answer, cut short."""
-    if gw.config.server.log_content:  # type: ignore[union-attr]
+    if gw.config.server.log_content:
         prompt = next((m.text() for m in reversed(req.messages) if m.role == "user"), "")
         requestlog.add(prompt=prompt[:_LOGGED_CHARS], answer=answer[:_LOGGED_CHARS])
 
 
-async def _settle(gw: gateway.Gateway, decision: routing.Decision, hold: Hold, usage: object, chars: int) -> None:
-    assert decision.answered is not None
-    charge = await gw.meter.settle(hold, decision.answered, usage, chars)  # type: ignore[arg-type]
-    decision.usage, decision.cost, decision.usage_estimated = charge.usage, str(charge.cost), charge.estimated
-    if decision.outcome == "pending":
-        decision.outcome = "ok"
-    _done(gw, decision)
+async def _settle(gw: gateway.Gateway, plan: Plan, trace: Trace, hold: Hold, model: Model, usage: Usage | None,
+                  chars: int) -> None:
+    charge = await gw.meter.settle(hold, model, usage, chars)
+    trace.usage, trace.cost, trace.usage_estimated = charge.usage, str(charge.cost), charge.estimated
+    if trace.outcome == "pending":
+        trace.outcome = "ok"
+    _done(gw, plan, trace)
 
 
-async def _attempt(gw: gateway.Gateway, decision: routing.Decision,
-                   call: Callable[[Upstream, Model], Awaitable[T]]) -> T:
-    """Try each runnable candidate in order until one answers; retryable failures fall through to the next."""
-    candidates = decision.runnable()
+async def _attempt(gw: gateway.Gateway, plan: Plan, trace: Trace,
+                   call: Callable[[Upstream, Model], Awaitable[T]]) -> tuple[T, Model]:
+    """Try each runnable candidate in order until one answers; retryable failures fall through to the next.
+    Returns the answer and the model that gave it."""
+    candidates = plan.runnable()
     for i, cand in enumerate(candidates):
         upstream = gw.upstreams[cand.model.upstream]
         started = time.perf_counter()
         try:
             answer = await call(upstream, cand.model)
         except UpstreamError as err:
-            decision.attempt(cand, started, err.status, f"{err.kind}: {err.message}")
+            trace.attempted(cand.model, started, err.status, err.kind, err.message)
             if err.retryable:
                 if await gw.cooldowns.failed(upstream.name):
                     metrics.COOLDOWNS.labels(upstream.name).inc()
@@ -150,9 +153,9 @@ async def _attempt(gw: gateway.Gateway, decision: routing.Decision,
                     continue
             raise upstream_failure(err, upstream.name) from None
         await gw.cooldowns.succeeded(upstream.name)
-        decision.attempt(cand, started, 200, None)
-        decision.answered = cand.model
-        return answer
+        trace.attempted(cand.model, started, 200)
+        trace.answered = cand.model
+        return answer, cand.model
     raise ApiError(503, "no_upstream_available", "No upstream could take the request.")
 
 
@@ -176,23 +179,22 @@ async def _close(events: AsyncIterator[Event]) -> None:
             log.debug("error while closing an upstream stream", exc_info=True)
 
 
-async def _stream(gw: gateway.Gateway, decision: routing.Decision, req: Request, wire: ModuleType,
+async def _stream(gw: gateway.Gateway, plan: Plan, trace: Trace, req: Request, wire: CallerFormat,
                   hold: Hold) -> Response:
-    first, events = await _attempt(gw, decision, lambda up, m: _first_event(up.stream(req, m.name)))
-    answer = Answer(decision.id, decision.answered.id, int(time.time()))  # type: ignore[union-attr]
+    (first, events), model = await _attempt(gw, plan, trace, lambda up, m: _first_event(up.stream(req, m.name)))
+    answer = Answer(plan.id, model.id, int(time.time()))
     renderer = wire.StreamRenderer(answer, req)
-    upstream_name = decision.answered.upstream  # type: ignore[union-attr]
 
     async def body() -> AsyncIterator[bytes]:
-        decision.outcome = "cancelled"  # until the stream ends one way or another
+        trace.outcome = "cancelled"  # until the stream ends one way or another
         chars = 0
         texts: list[str] = []
         try:
-            metrics.FIRST_BYTE.labels(decision.format, answer.model).observe(time.perf_counter() - decision.started)
+            metrics.FIRST_BYTE.labels(plan.format, answer.model).observe(time.perf_counter() - trace.started)
             yield renderer.start()
             async for ev in _chain(first, events):
                 if isinstance(ev, UsageReport):
-                    decision.usage = ev.usage
+                    trace.usage = ev.usage
                 elif isinstance(ev, TextDelta):
                     chars += len(ev.text)
                     if chars <= _LOGGED_CHARS:
@@ -200,24 +202,24 @@ async def _stream(gw: gateway.Gateway, decision: routing.Decision, req: Request,
                 chunk = renderer.event(ev)
                 if chunk:
                     yield chunk
-            decision.outcome = "ok"
+            trace.outcome = "ok"
             yield renderer.finish()
         except UpstreamError as err:
-            api = upstream_failure(err, upstream_name)
-            decision.outcome = api.code
+            api = upstream_failure(err, model.upstream)
+            trace.outcome = api.code
             yield renderer.error(api)
         except Exception:  # a fault of ours mid-stream still ends the stream with an error event, never a cut
             log.exception("stream failed")
-            decision.outcome = "internal_error"
+            trace.outcome = "internal_error"
             yield renderer.error(ApiError(500, "internal_error", "The gateway failed while streaming; it has been logged."))
         finally:
             # A client that went away cancels this generator; closing the upstream and settling must still run.
             with anyio.move_on_after(_SETTLE_TIMEOUT, shield=True):
                 await _close(events)
-                await _settle(gw, decision, hold, decision.usage, chars)
+                await _settle(gw, plan, trace, hold, model, trace.usage, chars)
                 _log_content(gw, req, "".join(texts))
 
-    return sse_response(body(), headers=_headers(decision, hold))
+    return sse_response(body(), headers=_headers(plan, trace, hold))
 
 
 async def _chain(first: Event | None, rest: AsyncIterator[Event]) -> AsyncIterator[Event]:

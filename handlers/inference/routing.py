@@ -1,23 +1,23 @@
 """Routing: the key's policy, the requested model or alias, and the request's effort -> ordered candidates.
 
-Every request that reaches routing gets a Decision; its record is what GET /v1/route/explain reads back.
+Every request that reaches routing gets a Plan. What then happens to it is its Trace (handlers/inference/trace.py);
+the two together make the decision record that GET /v1/route/explain reads back.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 import secrets
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
 
 from generated.config import PolicySettings
 from handlers.administration.auth import Principal
 from handlers.errors import ApiError
-from handlers.inference.canonical import Request, Usage
+from handlers.inference.canonical import Request
 from handlers.inference.catalog import Catalog, Model
 
 EFFORT_TIERS = ("minimal", "low", "medium", "high")
@@ -25,15 +25,15 @@ _EFFORT_WORDS = {"none": "minimal", "minimal": "minimal", "low": "low", "medium"
                  "xhigh": "high"}
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Candidate:
     model: Model
     verdict: str  # chosen | fallback | skipped
     reason: str
 
 
-@dataclass(slots=True)
-class Decision:
+@dataclass(frozen=True, slots=True)
+class Plan:
     id: str
     principal: Principal
     format: str
@@ -42,53 +42,12 @@ class Decision:
     policy: str
     stream: bool
     why: str  # how the first candidate was picked, in words
-    candidates: list[Candidate] = field(default_factory=list)
-    attempts: list[dict[str, Any]] = field(default_factory=list)
-    answered: Model | None = None
-    usage: Usage | None = None
-    usage_estimated: bool = False
-    cost: str | None = None
-    outcome: str = "pending"
+    candidates: tuple[Candidate, ...] = ()
     refusal: ApiError | None = None  # routing itself refused: an unknown model, or one the key may not use
     created: datetime = field(default_factory=lambda: datetime.now(UTC))
-    started: float = field(default_factory=time.perf_counter)
 
-    def runnable(self) -> list[Candidate]:
-        return [c for c in self.candidates if c.verdict != "skipped"]
-
-    def attempt(self, cand: Candidate, started: float, status: int | None, error: str | None) -> None:
-        self.attempts.append({"model": cand.model.id, "upstream": cand.model.upstream, "status": status, "error": error,
-                              "latency_ms": round((time.perf_counter() - started) * 1000, 3)})
-
-    def explanation(self) -> str:
-        if self.refusal is not None:
-            return f"Routing refused the request: {self.why}"
-        parts = [self.why]
-        first = self.candidates[0] if self.candidates else None
-        if first is not None and first.verdict == "skipped":
-            parts.append(f"It was skipped ({first.reason}).")
-        failed = [a["model"] for a in self.attempts if a["error"] is not None]
-        if self.answered is None:
-            parts.append(f"No candidate answered (outcome: {self.outcome}).")
-        elif first is not None and self.answered.id != first.model.id:
-            before = f"{', '.join(failed)} failed before answering, so " if failed else ""
-            parts.append(f"{before}the fallback {self.answered.id} answered.")
-        return " ".join(parts)
-
-    def record(self) -> dict[str, Any]:
-        u = self.usage
-        return {
-            "id": self.id, "object": "route.decision", "created_at": self.created.isoformat(),
-            "key_id": self.principal.key.id, "workspace_id": self.principal.workspace_id, "format": self.format,
-            "requested_model": self.requested, "effort": self.effort, "policy": self.policy, "stream": self.stream,
-            "candidates": [{"model": c.model.id, "upstream": c.model.upstream, "verdict": c.verdict, "reason": c.reason}
-                           for c in self.candidates],
-            "attempts": self.attempts, "model": self.answered.id if self.answered else None,
-            "usage": None if u is None else {"input_tokens": u.input_tokens, "output_tokens": u.output_tokens,
-                                             "cached_input_tokens": u.cached_input_tokens},
-            "usage_estimated": self.usage_estimated, "cost": self.cost, "outcome": self.outcome,
-            "explanation": self.explanation(),
-        }
+    def runnable(self) -> tuple[Candidate, ...]:
+        return tuple(c for c in self.candidates if c.verdict != "skipped")
 
 
 def new_decision_id() -> str:
@@ -99,65 +58,77 @@ def normalise_effort(req: Request, policy: PolicySettings) -> str | None:
     if req.effort:
         return _EFFORT_WORDS.get(req.effort.lower(), req.effort.lower())
     if req.thinking_budget is not None:
-        low = policy.thinking_budget.low if policy.thinking_budget else 2048
-        medium = policy.thinking_budget.medium if policy.thinking_budget else 8192
-        if req.thinking_budget <= (low or 2048):
+        budget = policy.thinking_budget
+        if req.thinking_budget <= budget.low:
             return "low"
-        return "medium" if req.thinking_budget <= (medium or 8192) else "high"
+        return "medium" if req.thinking_budget <= budget.medium else "high"
     return None
 
 
 def decide(catalog: Catalog, policies: dict[str, PolicySettings], default_policy: str, principal: Principal,
-           req: Request) -> Decision:
+           req: Request) -> Plan:
     key = principal.key
     policy_name = key.policy if key.policy in policies else default_policy
     policy = policies[policy_name]
     effort = normalise_effort(req, policy)
-    d = Decision(new_decision_id(), principal, req.format, req.model, effort, policy_name, req.stream, why="")
+    plan = Plan(new_decision_id(), principal, req.format, req.model, effort, policy_name, req.stream, why="")
     try:
-        first, d.why, rest = _first_choice(catalog, policy, policy_name, key.models, req.model, effort)
+        first, why, rest = _first_choice(catalog, policy, policy_name, key.models, req.model, effort)
     except ApiError as err:
-        d.why, d.refusal = err.message, err
-        return d
-    named = (policy.fallbacks or {}).get(first.id) or _alias_fallbacks(policy, first)
+        return dataclasses.replace(plan, why=err.message, refusal=err)
+    named = policy.fallbacks.get(first.id) or _alias_fallbacks(policy, first)
     chain: list[tuple[Model, str]] = []
-    for m, why in [*((m, f"next in the {effort!r} tier of policy {policy_name!r}") for m in rest),
-                   *((catalog.resolve(n), f"fallback for {first.id} in policy {policy_name!r}") for n in named)]:
+    for m, reason in [*((m, f"next in the {effort!r} tier of policy {policy_name!r}") for m in rest),
+                      *((catalog.resolve(n), f"fallback for {first.id} in policy {policy_name!r}") for n in named)]:
         if m is not None and m.id != first.id and all(m is not seen for seen, _ in chain):
-            chain.append((m, why))
-    d.candidates.append(Candidate(first, "chosen", "first choice"))
-    for m, why in chain:
+            chain.append((m, reason))
+    candidates = [Candidate(first, "chosen", "first choice")]
+    for m, reason in chain:
         if Catalog.allowed(m, key.models):
-            d.candidates.append(Candidate(m, "fallback", why))
+            candidates.append(Candidate(m, "fallback", reason))
         else:
-            d.candidates.append(Candidate(m, "skipped", "not allowed for this key"))
-    return d
+            candidates.append(Candidate(m, "skipped", "not allowed for this key"))
+    return dataclasses.replace(plan, why=why, candidates=tuple(candidates))
 
 
-def screen(d: Decision, cooldown_left: Callable[[str], float], needed_tokens: int) -> None:
-    """Skip candidates whose upstream is cooling down or whose context window is too small; the first left is
-    the one chosen, the rest are its fallbacks in order."""
-    for c in d.candidates:
-        if c.verdict == "skipped":
-            continue
-        left = cooldown_left(c.model.upstream)
-        window = c.model.context_window
-        if left > 0:
-            c.verdict, c.reason = "skipped", f"upstream {c.model.upstream} is in cooldown for {math.ceil(left)} s more"
-        elif window is not None and needed_tokens > window:
-            c.verdict, c.reason = "skipped", f"context too small: needs about {needed_tokens} tokens, has {window}"
-    runnable = d.runnable()
-    for i, c in enumerate(runnable):
-        if i == 0 and c.verdict == "fallback":
-            c.verdict, c.reason = "chosen", f"first candidate left ({c.reason})"
-        elif i > 0 and c.verdict == "chosen":
-            c.verdict = "fallback"
+def screen(plan: Plan, cooldown_left: Callable[[str], float], needed_tokens: int) -> Plan:
+    """The plan without candidates whose upstream is cooling down or whose context window is too small (they stay,
+    skipped, with the reason); the first left is the one chosen, the rest are its fallbacks in order."""
+    screened = [_screen_one(c, cooldown_left, needed_tokens) for c in plan.candidates]
+    ranked: list[Candidate] = []
+    chosen = False
+    for c in screened:
+        if c.verdict != "skipped":
+            c, chosen = _ranked(c, first=not chosen), True
+        ranked.append(c)
+    return dataclasses.replace(plan, candidates=tuple(ranked))
+
+
+def _screen_one(c: Candidate, cooldown_left: Callable[[str], float], needed_tokens: int) -> Candidate:
+    if c.verdict == "skipped":
+        return c
+    left = cooldown_left(c.model.upstream)
+    window = c.model.context_window
+    if left > 0:
+        return Candidate(c.model, "skipped", f"upstream {c.model.upstream} is in cooldown for {math.ceil(left)} s more")
+    if window is not None and needed_tokens > window:
+        return Candidate(c.model, "skipped", f"context too small: needs about {needed_tokens} tokens, has {window}")
+    return c
+
+
+def _ranked(c: Candidate, first: bool) -> Candidate:
+    """A runnable candidate's verdict by its place: the first is chosen, every other one a fallback."""
+    if first and c.verdict == "fallback":
+        return Candidate(c.model, "chosen", f"first candidate left ({c.reason})")
+    if not first and c.verdict == "chosen":
+        return Candidate(c.model, "fallback", c.reason)
+    return c
 
 
 def _alias_fallbacks(policy: PolicySettings, model: Model) -> list[str]:
     for alias in model.aliases:
-        if alias in (policy.fallbacks or {}):
-            return (policy.fallbacks or {})[alias]
+        if alias in policy.fallbacks:
+            return policy.fallbacks[alias]
     return []
 
 
@@ -173,7 +144,7 @@ def _first_choice(catalog: Catalog, policy: PolicySettings, policy_name: str, al
             raise ApiError(403, "model_not_allowed", f"This key may not use the model {requested!r}.", param="model")
         how = f"an alias of {model.id}" if requested != model.id else "a model id"
         return model, f"The request named {requested!r} ({how}), so {model.id} was chosen.", []
-    tier = (policy.effort or {}).get(effort or "")
+    tier = policy.effort.get(effort or "")
     if tier is not None:
         models = [m for n in tier.root if (m := catalog.resolve(n)) and Catalog.allowed(m, allow)]
         if models:
@@ -193,7 +164,7 @@ def _first_choice(catalog: Catalog, policy: PolicySettings, policy_name: str, al
 
 
 def _weighted(models: list[Model], policy: PolicySettings) -> Model:
-    weights = policy.weights or {}
+    weights = policy.weights
     if not any(m.id in weights for m in models):
         return models[0]
     w = [float(weights[m.id].root) if m.id in weights else 0.0 for m in models]

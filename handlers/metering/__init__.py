@@ -1,0 +1,1 @@
+"""Metering: per-key rate limits, and the reservation and settlement of what a request may cost."""

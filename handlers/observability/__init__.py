@@ -1,0 +1,1 @@
+"""Observability: Prometheus metrics, the one JSON log line per request, and decision records (explain)."""

@@ -1,19 +1,59 @@
-"""Decision records, written off the hot path in batches and flushed at shutdown (nothing is lost)."""
+"""Decision records: rendered from a request's Plan and Trace, written off the hot path in batches and flushed at
+shutdown (nothing is lost)."""
 
 from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from handlers.periodic import Periodic
 from handlers.store.base import Store
+
+if TYPE_CHECKING:
+    from handlers.inference.routing import Plan
+    from handlers.inference.trace import Trace
 
 _FLUSH_EVERY = 0.25  # seconds
 _PRUNE_EVERY = 3600.0
 _BATCH = 200
 
 log = logging.getLogger("specway.decisions")
+
+
+def record(plan: Plan, trace: Trace) -> dict[str, Any]:
+    """What GET /v1/route/explain returns for the request."""
+    u = trace.usage
+    return {
+        "id": plan.id, "object": "route.decision", "created_at": plan.created.isoformat(),
+        "key_id": plan.principal.key.id, "workspace_id": plan.principal.workspace_id, "format": plan.format,
+        "requested_model": plan.requested, "effort": plan.effort, "policy": plan.policy, "stream": plan.stream,
+        "candidates": [{"model": c.model.id, "upstream": c.model.upstream, "verdict": c.verdict, "reason": c.reason}
+                       for c in plan.candidates],
+        "attempts": [{"model": a.model, "upstream": a.upstream, "status": a.status, "error": a.error,
+                      "latency_ms": a.latency_ms} for a in trace.attempts],
+        "model": trace.answered.id if trace.answered else None,
+        "usage": None if u is None else {"input_tokens": u.input_tokens, "output_tokens": u.output_tokens,
+                                         "cached_input_tokens": u.cached_input_tokens},
+        "usage_estimated": trace.usage_estimated, "cost": trace.cost, "outcome": trace.outcome,
+        "explanation": explanation(plan, trace),
+    }
+
+
+def explanation(plan: Plan, trace: Trace) -> str:
+    if plan.refusal is not None:
+        return f"Routing refused the request: {plan.why}"
+    parts = [plan.why]
+    first = plan.candidates[0] if plan.candidates else None
+    if first is not None and first.verdict == "skipped":
+        parts.append(f"It was skipped ({first.reason}).")
+    failed = [a.model for a in trace.attempts if a.failure is not None]
+    if trace.answered is None:
+        parts.append(f"No candidate answered (outcome: {trace.outcome}).")
+    elif first is not None and trace.answered.id != first.model.id:
+        before = f"{', '.join(failed)} failed before answering, so " if failed else ""
+        parts.append(f"{before}the fallback {trace.answered.id} answered.")
+    return " ".join(parts)
 
 
 class Recorder:

@@ -10,7 +10,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, H
 from prometheus_client import multiprocess as _multiprocess
 
 if TYPE_CHECKING:
-    from handlers.inference.routing import Decision
+    from handlers.inference.routing import Plan
+    from handlers.inference.trace import Trace
 
 _FAST = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
 _SLOW = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
@@ -35,26 +36,26 @@ REFUSALS = Counter("specway_refusals", "Requests refused before any upstream cal
 _REFUSAL_CODES = {"rate_limit_exceeded": "rate_limit", "budget_exceeded": "budget", "insufficient_credit": "credit"}
 
 
-def observe(decision: Decision, seconds: float) -> None:
-    """Everything one inference decision says, once it is over."""
-    model = decision.answered.id if decision.answered else "none"
-    INFERENCE.labels(decision.format, model, decision.outcome).inc()
-    if decision.outcome in _REFUSAL_CODES:
-        REFUSALS.labels(_REFUSAL_CODES[decision.outcome]).inc()
+def observe(plan: Plan, trace: Trace, seconds: float) -> None:
+    """Everything one routed request says, once it is over."""
+    model = trace.answered.id if trace.answered else "none"
+    INFERENCE.labels(plan.format, model, trace.outcome).inc()
+    if trace.outcome in _REFUSAL_CODES:
+        REFUSALS.labels(_REFUSAL_CODES[trace.outcome]).inc()
     upstream_time = 0.0
-    for attempt in decision.attempts:
-        upstream_time += attempt["latency_ms"] / 1000
-        UPSTREAM.labels(attempt["upstream"], attempt["model"], str(attempt["status"] or attempt["error"].split(":")[0]
-                                                                    )).observe(attempt["latency_ms"] / 1000)
-    for attempt in decision.attempts[:-1] if decision.answered else []:
-        FALLBACKS.labels(attempt["upstream"]).inc()
-    if not decision.stream and decision.outcome == "ok":
-        OVERHEAD.labels(decision.format).observe(max(0.0, seconds - upstream_time))
-    if decision.usage is not None and decision.answered is not None:
-        TOKENS.labels(model, "input").inc(decision.usage.input_tokens or 0)
-        TOKENS.labels(model, "output").inc(decision.usage.output_tokens or 0)
-    if decision.cost is not None:
-        COST.labels(model).inc(float(decision.cost))
+    for attempt in trace.attempts:
+        upstream_time += attempt.latency_ms / 1000
+        UPSTREAM.labels(attempt.upstream, attempt.model, str(attempt.status or attempt.failure)
+                        ).observe(attempt.latency_ms / 1000)
+    for attempt in trace.attempts[:-1] if trace.answered else []:
+        FALLBACKS.labels(attempt.upstream).inc()
+    if not plan.stream and trace.outcome == "ok":
+        OVERHEAD.labels(plan.format).observe(max(0.0, seconds - upstream_time))
+    if trace.usage is not None and trace.answered is not None:
+        TOKENS.labels(model, "input").inc(trace.usage.input_tokens or 0)
+        TOKENS.labels(model, "output").inc(trace.usage.output_tokens or 0)
+    if trace.cost is not None:
+        COST.labels(model).inc(float(trace.cost))
 
 
 def exposition() -> tuple[bytes, str]:

@@ -14,7 +14,9 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any, Literal
 
-SCOPES = ("inference", "models:read", "key:read", "explain:read", "admin")
+from generated import scopes as spec_scopes
+
+SCOPES = spec_scopes.SCOPES  # every relay-key scope: the spec's Scope enum
 BudgetPeriod = Literal["total", "daily", "monthly"]
 SECRET_PREFIX = "sk-sw-"
 

@@ -1,4 +1,5 @@
-"""OpenAI Chat Completions: the request, the chat.completion answer, the chunk stream and its errors."""
+"""OpenAI Chat Completions, both ways: as callers send it (request in, chat.completion or chunk stream out) and as
+an upstream speaks it (request out, chat.completion or chunk stream in)."""
 
 from __future__ import annotations
 
@@ -10,18 +11,25 @@ from handlers.errors import ApiError, bad_request
 from handlers.inference.canonical import (
     Answer,
     Block,
+    Event,
+    Finish,
     FinishReason,
     Message,
     Request,
     Result,
+    Text,
     TextDelta,
     Tool,
     ToolCall,
     ToolCallDelta,
     ToolCallStart,
+    ToolChoice,
     ToolResult,
+    Unknown,
     Usage,
+    UsageReport,
 )
+from handlers.inference.formats.base import Traits, UpstreamFault, UpstreamOptions
 from handlers.inference.formats.common import (
     DONE,
     OPENAI_CHOICES,
@@ -33,12 +41,15 @@ from handlers.inference.formats.common import (
     effort,
     function_tool,
     join_system,
+    json_object,
     json_text,
+    merge_extra,
     opt_bool,
     opt_float,
     opt_int,
     opt_str_list,
     other_tool,
+    present,
     required_str,
     role_error,
     split_extra,
@@ -49,6 +60,7 @@ from handlers.inference.formats.common import (
     whole,
 )
 
+_PLAIN = (FinishReason.STOP, FinishReason.LENGTH, FinishReason.TOOL_CALLS, FinishReason.CONTENT_FILTER)
 FINISH_REASONS = {
     FinishReason.STOP: "stop",
     FinishReason.STOP_SEQUENCE: "stop",
@@ -56,6 +68,10 @@ FINISH_REASONS = {
     FinishReason.TOOL_CALLS: "tool_calls",
     FinishReason.CONTENT_FILTER: "content_filter",
     FinishReason.UNKNOWN: "stop",
+}
+# The same words read back; "function_call" is the legacy word for tool calls.
+_FINISH_READ = {word: reason for reason, word in FINISH_REASONS.items() if reason in _PLAIN} | {
+    "function_call": FinishReason.TOOL_CALLS
 }
 
 _SYSTEM_ROLES = frozenset({"system", "developer"})
@@ -202,6 +218,16 @@ def usage(value: Usage) -> dict[str, Any]:
     }
 
 
+def _read_usage(raw: Any) -> Usage:
+    raw = raw if isinstance(raw, dict) else {}
+    details = raw.get("prompt_tokens_details") or {}
+    return Usage(
+        input_tokens=raw.get("prompt_tokens"),
+        output_tokens=raw.get("completion_tokens"),
+        cached_input_tokens=details.get("cached_tokens"),
+    )
+
+
 # --- stream --------------------------------------------------------------------------------------------------------
 
 
@@ -250,3 +276,164 @@ class StreamRenderer(StreamState):
     def _chunk(self, delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
         choice = {"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}
         return sse({**self._head, "choices": [choice]})
+
+
+# --- as an upstream's format ----------------------------------------------------------------------------------------
+
+STREAM_FIELDS: dict[str, Any] = {"stream": True, "stream_options": {"include_usage": True}}
+STREAM_END = "[DONE]"
+# A canonical tool choice in chat's words; "tool" names its tool in an object instead.
+_CHOICE_WORDS = {mode: word for word, mode in OPENAI_CHOICES[0].items()}
+
+
+def upstream_result(payload: dict[str, Any]) -> Result:
+    choices = payload.get("choices")
+    if not choices or not isinstance(choices[0], dict):
+        raise UpstreamFault(payload=payload) if payload.get("error") else UpstreamFault(what="answered without choices")
+    return _result(choices[0], payload)
+
+
+def upstream_body(request: Request, model: str, options: UpstreamOptions, traits: Traits) -> dict[str, Any]:
+    """The Chat Completions body for `request` (without the streaming fields)."""
+    body: dict[str, Any] = {"model": model, "messages": _upstream_messages(request)}
+    body.update(
+        present(
+            max_tokens=request.max_tokens,
+            temperature=request.temperature,
+            top_p=request.top_p,
+            stop=request.stop,
+            seed=request.seed,
+        )
+    )
+    tools = [_upstream_tool(t) for t in request.tools or () if t.format == "chat" or t.portable]
+    if tools:
+        body["tools"] = tools
+    choice = request.tool_choice
+    if request.format == "chat":
+        raw_choice = choice.raw if choice else None
+        body.update(present(tool_choice=raw_choice, response_format=request.response_format))
+        merge_extra(body, request.extra)
+    elif tools and choice and choice.portable:  # OpenAI refuses a tool choice without tools
+        body.update(_upstream_tool_choice(choice))
+    return body
+
+
+def _upstream_tool_choice(choice: ToolChoice) -> dict[str, Any]:
+    """Another format's tool choice as chat's tool_choice, and "at most one call" as parallel_tool_calls."""
+    named = {"type": "function", "function": {"name": choice.name}}
+    return {"tool_choice": _CHOICE_WORDS.get(choice.mode or "", named), **present(parallel_tool_calls=choice.parallel)}
+
+
+def _upstream_messages(request: Request) -> list[dict[str, Any]]:
+    out = [{"role": "system", "content": request.system}] if request.system is not None else []
+    for message in request.messages:
+        out.extend(_upstream_message(message))
+    return out
+
+
+def _upstream_message(message: Message) -> list[dict[str, Any]]:
+    """One canonical message as chat messages: its tool results first (each a "tool" message), then the rest."""
+    blocks = message.content
+    out: list[dict[str, Any]] = [
+        {"role": "tool", "tool_call_id": b.tool_call_id, "content": b.content}
+        for b in blocks
+        if isinstance(b, ToolResult)
+    ]
+    calls = [_call(b) for b in blocks if isinstance(b, ToolCall)]
+    parts = [part for b in blocks if (part := _part(b)) is not None]
+    if parts or calls:
+        chat: dict[str, Any] = {"role": "user" if message.role == "tool" else message.role, "content": _content(parts)}
+        if calls:
+            chat["tool_calls"] = calls
+        out.append(chat)
+    return out
+
+
+def _part(block: Block) -> dict[str, Any] | None:
+    if isinstance(block, Text):
+        return {"type": "text", "text": block.text}
+    if isinstance(block, Unknown) and block.format == "chat":
+        return block.data
+    return None
+
+
+def _content(parts: list[dict[str, Any]]) -> str | list[dict[str, Any]] | None:
+    """A plain string when every part is text (what every compatible server accepts), else the parts."""
+    if not parts:
+        return None
+    if all(part.get("type") == "text" and set(part) == {"type", "text"} for part in parts):
+        return "".join(part["text"] for part in parts)
+    return parts
+
+
+def _upstream_tool(tool: Tool) -> dict[str, Any]:
+    if tool.format == "chat":
+        return tool.raw
+    function = {"name": tool.name, **present(description=tool.description), "parameters": tool.parameters}
+    return {"type": "function", "function": function}
+
+
+def _result(choice: dict[str, Any], answer: dict[str, Any]) -> Result:
+    message = choice.get("message") or {}
+    content: list[Block] = []
+    text = _text(message.get("content")) or message.get("refusal")
+    if text:
+        content.append(Text(text))
+    for call in message.get("tool_calls") or []:
+        function = call.get("function") or {}
+        content.append(ToolCall(call.get("id") or "", function.get("name") or "", function.get("arguments") or ""))
+    return Result(
+        content=content,
+        finish_reason=_FINISH_READ.get(choice.get("finish_reason"), FinishReason.UNKNOWN),
+        usage=_read_usage(answer.get("usage")),
+        upstream_model=answer.get("model"),
+    )
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, list):  # some compatible servers answer with parts
+        return "".join(part.get("text") or "" for part in content if isinstance(part, dict))
+    return content if isinstance(content, str) else ""
+
+
+class UpstreamReader:
+    """Turns chat.completion.chunk events into canonical events, until [DONE]."""
+
+    def __init__(self) -> None:
+        self.done = False
+        self._started: set[int] = set()
+
+    def read(self, event: str, data: str) -> list[Event]:
+        if data.strip() == "[DONE]":
+            self.done = True
+            return []
+        chunk = json_object(data)
+        if chunk.get("error"):
+            raise UpstreamFault(payload=chunk)
+        events: list[Event] = []
+        for choice in chunk.get("choices") or []:
+            if choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta") or {}
+            text = delta.get("content") or delta.get("refusal")
+            if text:
+                events.append(TextDelta(text))
+            for call in delta.get("tool_calls") or []:
+                events.extend(self._tool_call(call))
+            if choice.get("finish_reason"):
+                events.append(Finish(_FINISH_READ.get(choice["finish_reason"], FinishReason.UNKNOWN)))
+        if chunk.get("usage"):
+            events.append(UsageReport(_read_usage(chunk["usage"])))
+        return events
+
+    def _tool_call(self, call: dict[str, Any]) -> list[Event]:
+        """The first delta of a call carries its id and name; later ones only argument text."""
+        index = call.get("index", 0)
+        function = call.get("function") or {}
+        events: list[Event] = []
+        if index not in self._started:
+            self._started.add(index)
+            events.append(ToolCallStart(index, call.get("id") or f"call_{index}", function.get("name") or ""))
+        if function.get("arguments"):
+            events.append(ToolCallDelta(index, function["arguments"]))
+        return events

@@ -1,4 +1,4 @@
-"""What the three wire modules share: SSE frames, numbers read from JSON, content parts, system text, tools."""
+"""What the three format modules share: SSE frames, numbers read from JSON, content parts, system text, tools."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from handlers.inference.canonical import (
     Message,
     Text,
     TextDelta,
+    ThinkingDelta,
     Tool,
     ToolCallDelta,
     ToolCallStart,
@@ -27,6 +28,7 @@ from handlers.inference.canonical import (
     Usage,
     UsageReport,
 )
+from handlers.inference.formats.base import UpstreamFault
 
 DONE = b"data: [DONE]\n\n"
 
@@ -50,6 +52,32 @@ def split_extra(body: BaseModel, read: tuple[str, ...]) -> tuple[dict[str, Any],
     """The body's undeclared fields: (those named in `read`, the rest), the rest being Request.extra."""
     extra = dict(body.model_extra or {})
     return {key: extra.pop(key, None) for key in read}, extra
+
+
+def present(**fields: Any) -> dict[str, Any]:
+    """The fields that are set (not None), for optional request parameters."""
+    return {key: value for key, value in fields.items() if value is not None}
+
+
+_OURS = frozenset({"model", "messages", "stream", "stream_options"})  # never taken from a caller's extra fields
+
+
+def merge_extra(body: dict[str, Any], extra: Mapping[str, Any]) -> None:
+    """Add a same-format caller's unread fields to `body`, never overriding what we set or how we stream."""
+    for key, value in extra.items():
+        if key not in _OURS:
+            body.setdefault(key, value)
+
+
+def json_object(data: str) -> dict[str, Any]:
+    """An upstream's JSON object (an answer, a stream event's data); anything else is an UpstreamFault."""
+    try:
+        value = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        value = None
+    if not isinstance(value, dict):
+        raise UpstreamFault(what="sent malformed JSON")
+    return value
 
 
 # --- numbers and strings from JSON --------------------------------------------------------------------------------
@@ -100,6 +128,18 @@ def json_text(value: Any) -> str:
     if isinstance(value, str):
         return value
     return "" if value is None else orjson.dumps(value).decode()
+
+
+def tool_input(arguments: str) -> dict[str, Any]:
+    """Tool-call arguments as the object Anthropic's tool_use input must be: no arguments are {}, and arguments
+    that are not a JSON object are kept as text under "arguments" rather than lost."""
+    if not arguments.strip():
+        return {}
+    try:
+        value = orjson.loads(arguments)
+    except orjson.JSONDecodeError:
+        value = None
+    return value if isinstance(value, dict) else {"arguments": arguments}
 
 
 def count(value: int | None) -> int:
@@ -262,6 +302,9 @@ class StreamState:
     def on_call_delta(self, ev: ToolCallDelta) -> bytes:
         raise NotImplementedError
 
+    def on_thinking(self, ev: ThinkingDelta) -> bytes:
+        return b""  # a format with no place for reasoning in its stream
+
     def on_finish(self, ev: Finish) -> bytes:
         self.reason = ev.reason
         self.stop_sequence = ev.stop_sequence
@@ -274,6 +317,7 @@ class StreamState:
 
 _ON: dict[type, str] = {
     TextDelta: "on_text",
+    ThinkingDelta: "on_thinking",
     ToolCallStart: "on_call_start",
     ToolCallDelta: "on_call_delta",
     Finish: "on_finish",

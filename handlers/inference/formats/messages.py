@@ -1,8 +1,10 @@
-"""Anthropic Messages: the request, the message answer, the event stream and its errors."""
+"""Anthropic Messages, both ways: as callers send it (request in, message or event stream out) and as an upstream
+speaks it (request out, message or event stream in)."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 import orjson
 
@@ -12,6 +14,7 @@ from handlers.inference.canonical import (
     Answer,
     Block,
     Event,
+    Finish,
     FinishReason,
     Message,
     Request,
@@ -25,9 +28,11 @@ from handlers.inference.canonical import (
     ToolCallStart,
     ToolChoice,
     ToolResult,
+    Unknown,
     Usage,
     UsageReport,
 )
+from handlers.inference.formats.base import Traits, UpstreamFault, UpstreamOptions
 from handlers.inference.formats.common import (
     TEXT_PARTS,
     ChoiceTable,
@@ -39,15 +44,19 @@ from handlers.inference.formats.common import (
     effort,
     function_tool,
     join_system,
+    json_object,
+    merge_extra,
     opt_float,
     opt_int,
     opt_str_list,
     other_tool,
+    present,
     required_str,
     split_extra,
     sse,
     text_of,
     tool_choice,
+    tool_input,
     tool_list,
     whole,
 )
@@ -61,6 +70,7 @@ STOP_REASONS = {
     FinishReason.UNKNOWN: "end_turn",
 }
 
+_STOP_READ = {word: reason for reason, word in STOP_REASONS.items() if reason is not FinishReason.UNKNOWN}
 _ROLES: dict[str, Role] = {"user": "user", "assistant": "assistant"}
 _READ_EXTRA = ("top_p", "stop_sequences", "tools", "tool_choice")
 _CHOICES: ChoiceTable = ({}, {"auto": "auto", "none": "none", "any": "required", "tool": "tool"})  # objects only
@@ -180,7 +190,7 @@ def _block(block: Block) -> dict[str, Any] | None:
     if isinstance(block, Text):
         return _text(block.text) if block.text else None
     if isinstance(block, ToolCall):
-        return _tool_use_block(block.id, block.name, _input(block.arguments))
+        return _tool_use_block(block.id, block.name, tool_input(block.arguments))
     return None
 
 
@@ -192,24 +202,28 @@ def _tool_use_block(call_id: str, name: str, arguments: dict[str, Any]) -> dict[
     return {"type": "tool_use", "id": call_id, "name": name, "input": arguments}
 
 
-def _input(arguments: str) -> dict[str, Any]:
-    """tool_use input must be an object: arguments that do not parse as one are {}."""
-    try:
-        value = orjson.loads(arguments)
-    except orjson.JSONDecodeError:
-        return {}
-    return value if isinstance(value, dict) else {}
+def _read_usage(raw: dict[str, Any]) -> Usage:
+    """Canonical input counts every prompt token, as OpenAI's prompt_tokens does; Anthropic counts cache reads
+    and cache writes apart from input_tokens."""
+    cached = raw.get("cache_read_input_tokens")
+    written = raw.get("cache_creation_input_tokens")
+    given = raw.get("input_tokens")
+    total = None if given is None else given + (cached or 0) + (written or 0)
+    return Usage(input_tokens=total, output_tokens=raw.get("output_tokens"), cached_input_tokens=cached,
+                 cache_write_tokens=written)
 
 
 def usage(value: Usage) -> dict[str, Any]:
-    """Anthropic counts cache reads apart from input_tokens; canonical input counts every prompt token."""
-    cached = value.cached_input_tokens
+    """Anthropic counts cache reads and writes apart from input_tokens; canonical input counts every prompt token."""
+    cached, written = value.cached_input_tokens, value.cache_write_tokens
     out = {
-        "input_tokens": max(0, count(value.input_tokens) - count(cached)),
+        "input_tokens": max(0, count(value.input_tokens) - count(cached) - count(written)),
         "output_tokens": count(value.output_tokens),
     }
     if cached is not None:
         out["cache_read_input_tokens"] = cached
+    if written is not None:
+        out["cache_creation_input_tokens"] = written
     return out
 
 
@@ -298,3 +312,206 @@ class StreamRenderer(StreamState):
 
 def _frame(kind: str, data: dict[str, Any]) -> bytes:
     return sse({"type": kind, **data}, kind)
+
+
+# --- as an upstream's format ----------------------------------------------------------------------------------------
+
+STREAM_FIELDS: dict[str, Any] = {"stream": True}
+STREAM_END = "message_stop"
+# A canonical tool choice as Anthropic's tool_choice type.
+_CHOICE_TYPES = {mode: word for word, mode in _CHOICES[1].items()}
+_EMPTY_SCHEMA = {"type": "object", "properties": {}}
+
+
+def upstream_body(request: Request, model: str, options: UpstreamOptions, traits: Traits) -> dict[str, Any]:
+    """The Messages body for `request` (without the streaming flag)."""
+    max_tokens = request.max_tokens if request.max_tokens is not None else options.default_max_tokens
+    body: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "messages": _upstream_messages(request.messages)}
+    body.update(
+        present(
+            system=request.system or None,
+            temperature=request.temperature,
+            top_p=request.top_p,
+            stop_sequences=request.stop,
+        )
+    )
+    tools = [_upstream_tool(t) for t in request.tools or () if t.format == "messages" or t.portable]
+    if tools:
+        body["tools"] = tools
+    choice = request.tool_choice
+    if request.format == "messages":
+        body.update(present(tool_choice=choice.raw if choice else None))
+        merge_extra(body, request.extra)
+    elif tools and choice and choice.portable:  # Anthropic refuses a tool choice without tools
+        body["tool_choice"] = _upstream_tool_choice(choice)
+    return body
+
+
+def upstream_result(payload: dict[str, Any]) -> Result:
+    if payload.get("type") == "error":
+        raise UpstreamFault(payload=payload)
+    if not isinstance(payload.get("content"), list):
+        raise UpstreamFault(what="answered without content")
+    return _result(payload)
+
+
+def _upstream_messages(conversation: list[Message]) -> list[dict[str, Any]]:
+    """Messages API messages: tool results go in user turns, and consecutive same-role turns merge (it alternates)."""
+    out: list[dict[str, Any]] = []
+    for message in conversation:
+        role = "assistant" if message.role == "assistant" else "user"
+        blocks = [converted for block in message.content if (converted := _upstream_block(block)) is not None]
+        if not blocks:
+            continue  # an empty content list is rejected
+        if out and out[-1]["role"] == role:
+            out[-1]["content"].extend(blocks)
+        else:
+            out.append({"role": role, "content": blocks})
+    return out
+
+
+def _text_block(block: Text) -> dict[str, Any] | None:
+    return {"type": "text", "text": block.text} if block.text else None  # empty text blocks are rejected
+
+
+def _upstream_tool_use(block: ToolCall) -> dict[str, Any]:
+    return _tool_use_block(block.id, block.name, tool_input(block.arguments))
+
+
+def _upstream_tool_result(block: ToolResult) -> dict[str, Any]:
+    return {"type": "tool_result", "tool_use_id": block.tool_call_id, "content": block.content}
+
+
+def _unknown(block: Unknown) -> dict[str, Any] | None:
+    return block.data if block.format == "messages" else None
+
+
+_BLOCKS: dict[type, Callable[[Any], dict[str, Any] | None]] = {
+    Text: _text_block,
+    ToolCall: _upstream_tool_use,
+    ToolResult: _upstream_tool_result,
+    Unknown: _unknown,
+}
+
+
+def _upstream_block(block: Block) -> dict[str, Any] | None:
+    return _BLOCKS[type(block)](block)
+
+
+def _upstream_tool(tool: Tool) -> dict[str, Any]:
+    if tool.format == "messages":
+        return tool.raw
+    return {
+        "name": tool.name,
+        **present(description=tool.description),
+        "input_schema": tool.parameters or _EMPTY_SCHEMA,
+    }
+
+
+def _upstream_tool_choice(choice: ToolChoice) -> dict[str, Any]:
+    """Another format's tool choice; "at most one call" (parallel_tool_calls false) goes inside it."""
+    out = {"type": _CHOICE_TYPES[choice.mode or "auto"], **present(name=choice.name)}
+    if choice.parallel is False and choice.mode != "none":
+        out["disable_parallel_tool_use"] = True
+    return out
+
+
+def _result(answer: dict[str, Any]) -> Result:
+    content: list[Block] = []
+    for block in answer["content"]:
+        if block.get("type") == "text":
+            content.append(Text(block.get("text") or ""))
+        elif block.get("type") == "tool_use":
+            arguments = orjson.dumps(block.get("input") or {}).decode()
+            content.append(ToolCall(block.get("id") or "", block.get("name") or "", arguments))
+    return Result(
+        content=content,
+        finish_reason=_STOP_READ.get(answer.get("stop_reason"), FinishReason.UNKNOWN),
+        usage=_read_usage(answer.get("usage") or {}),
+        upstream_model=answer.get("model"),
+        stop_sequence=_stop_sequence(answer),
+    )
+
+
+def _stop_sequence(fields: dict[str, Any]) -> str | None:
+    sequence = fields.get("stop_sequence")
+    return sequence if isinstance(sequence, str) else None
+
+
+class UpstreamReader:
+    """Turns Messages stream events into canonical events, until message_stop. Usage arrives in two halves:
+    message_start's (the input counts) is reported with the first content, and the whole at the end."""
+
+    def __init__(self) -> None:
+        self.done = False
+        self._tools: dict[int, int] = {}  # content block index -> tool call index (tool calls count from 0)
+        self._with_arguments: set[int] = set()
+        self._usage: dict[str, Any] = {}
+        self._early: Usage | None = None  # message_start's usage, until content comes
+
+    def read(self, event: str, data: str) -> list[Event]:
+        payload = json_object(data)
+        kind = payload.get("type") or event
+        if kind == "error":
+            raise UpstreamFault(payload=payload)
+        self.done = kind == "message_stop"
+        handler = self._HANDLERS.get(kind)
+        events = handler(self, payload) if handler else []  # ping, and event types added later
+        if events and self._early is not None:
+            # Not at message_start itself: a stream that fails before any content has not started, and falls back.
+            events.insert(0, UsageReport(self._early))
+            self._early = None
+        return events
+
+    def _message_start(self, payload: dict[str, Any]) -> list[Event]:
+        self._add_usage((payload.get("message") or {}).get("usage"))
+        self._early = _read_usage(self._usage) if "input_tokens" in self._usage else None
+        return []
+
+    def _block_start(self, payload: dict[str, Any]) -> list[Event]:
+        block = payload.get("content_block") or {}
+        if block.get("type") == "tool_use":
+            index = self._tools[payload.get("index", 0)] = len(self._tools)
+            return [ToolCallStart(index, block.get("id") or "", block.get("name") or "")]
+        if block.get("type") == "text" and block.get("text"):
+            return [TextDelta(block["text"])]
+        return []
+
+    def _block_delta(self, payload: dict[str, Any]) -> list[Event]:
+        delta = payload.get("delta") or {}
+        if delta.get("type") == "text_delta" and delta.get("text"):
+            return [TextDelta(delta["text"])]
+        index = self._tools.get(payload.get("index", 0))
+        if delta.get("type") == "input_json_delta" and index is not None and delta.get("partial_json"):
+            self._with_arguments.add(index)
+            return [ToolCallDelta(index, delta["partial_json"])]
+        return []
+
+    def _block_stop(self, payload: dict[str, Any]) -> list[Event]:
+        # A call without arguments streams no JSON at all; callers of the chat format expect "{}".
+        index = self._tools.get(payload.get("index", 0))
+        if index is not None and index not in self._with_arguments:
+            return [ToolCallDelta(index, "{}")]
+        return []
+
+    def _message_delta(self, payload: dict[str, Any]) -> list[Event]:
+        self._add_usage(payload.get("usage"))
+        delta = payload.get("delta") or {}
+        reason = delta.get("stop_reason")
+        return [Finish(_STOP_READ.get(reason, FinishReason.UNKNOWN), _stop_sequence(delta))] if reason else []
+
+    def _message_stop(self, payload: dict[str, Any]) -> list[Event]:
+        return [UsageReport(_read_usage(self._usage))]
+
+    def _add_usage(self, usage: Any) -> None:
+        if isinstance(usage, dict):
+            self._usage.update({key: value for key, value in usage.items() if value is not None})
+
+    _HANDLERS: ClassVar[dict[str, Callable[[UpstreamReader, dict[str, Any]], list[Event]]]] = {
+        "message_start": _message_start,
+        "content_block_start": _block_start,
+        "content_block_delta": _block_delta,
+        "content_block_stop": _block_stop,
+        "message_delta": _message_delta,
+        "message_stop": _message_stop,
+    }

@@ -8,6 +8,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 from handlers.inference.canonical import Event, Request, Result
+from handlers.inference.formats.base import Traits
+
+PLAIN = Traits()  # a model the catalog says nothing special of
 
 FailureKind = Literal["timeout", "connect", "status", "protocol"]
 
@@ -54,11 +57,11 @@ class Upstream(abc.ABC):
         self.name = name
 
     @abc.abstractmethod
-    async def complete(self, request: Request, model: str) -> Result:
+    async def complete(self, request: Request, model: str, traits: Traits = PLAIN) -> Result:
         """Send `request` to `model` (the upstream's own model name) and return the whole answer."""
 
     @abc.abstractmethod
-    def stream(self, request: Request, model: str) -> AsyncIterator[Event]:
+    def stream(self, request: Request, model: str, traits: Traits = PLAIN) -> AsyncIterator[Event]:
         """Stream the answer as canonical events.
 
         Raises UpstreamError before the first event when the upstream refuses (so the caller can fall back),

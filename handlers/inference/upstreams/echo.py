@@ -21,13 +21,14 @@ from handlers.inference.canonical import (
     Usage,
     UsageReport,
 )
-from handlers.inference.upstreams.base import Upstream
+from handlers.inference.formats.base import Traits
+from handlers.inference.upstreams.base import PLAIN, Upstream
 
 
 class EchoUpstream(Upstream):
     kind = "echo"
 
-    async def complete(self, request: Request, model: str) -> Result:
+    async def complete(self, request: Request, model: str, traits: Traits = PLAIN) -> Result:
         words, reason = _answer(request)
         text = " ".join(words)
         return Result(
@@ -37,7 +38,7 @@ class EchoUpstream(Upstream):
             upstream_model=model,
         )
 
-    async def stream(self, request: Request, model: str) -> AsyncIterator[Event]:
+    async def stream(self, request: Request, model: str, traits: Traits = PLAIN) -> AsyncIterator[Event]:
         words, reason = _answer(request)
         for i, word in enumerate(words):
             yield TextDelta(word if i == len(words) - 1 else word + " ")

@@ -10,27 +10,14 @@ from handlers.inference.upstreams.echo import EchoUpstream
 from handlers.inference.upstreams.openai import OpenAIUpstream
 
 
-def _timeouts(settings: UpstreamSettings) -> Timeouts:
-    t = settings.timeouts
-    if t is None:
-        return Timeouts()
-    return Timeouts(connect=float(t.connect or 5), read=float(t.read or 60), total=float(t.total or 300))
-
-
 def build_upstream(name: str, settings: UpstreamSettings) -> Upstream:
     if settings.kind == "echo":
         return EchoUpstream(name)
-    common = {
-        "base_url": settings.base_url or "",
-        "api_key": api_key(name, settings),
-        "headers": dict(settings.headers or {}),
-        "timeouts": _timeouts(settings),
-    }
+    t = settings.timeouts
+    timeouts = Timeouts(connect=float(t.connect), read=float(t.read), total=float(t.total))
+    base_url, key, headers = settings.base_url or "", api_key(name, settings), dict(settings.headers)
     if settings.kind == "openai":
-        return OpenAIUpstream(name, **common)  # type: ignore[arg-type]
-    return AnthropicUpstream(
-        name,
-        default_max_tokens=settings.default_max_tokens or 4096,
-        anthropic_version=settings.anthropic_version or "2023-06-01",
-        **common,  # type: ignore[arg-type]
-    )
+        return OpenAIUpstream(name, base_url=base_url, api_key=key, headers=headers, timeouts=timeouts)
+    return AnthropicUpstream(name, base_url=base_url, api_key=key, headers=headers, timeouts=timeouts,
+                             default_max_tokens=settings.default_max_tokens,
+                             anthropic_version=settings.anthropic_version)

@@ -1,4 +1,6 @@
-"""Shared HTTP plumbing for upstream kinds: one pooled client per upstream, failures as UpstreamError, SSE parsing."""
+"""The transport of HTTP upstream kinds: one pooled client per upstream, failures as UpstreamError, SSE parsing.
+
+What goes in a body and how an answer reads belong to the kind's wire format (handlers/inference/formats)."""
 
 from __future__ import annotations
 
@@ -17,16 +19,19 @@ import httpx
 import orjson
 from httpx_aiohttp import AiohttpTransport, HttpxAiohttpClient
 
-from handlers.inference.upstreams.base import FailureKind, Timeouts, Upstream, UpstreamError
+from handlers.inference.canonical import Event, Request, Result
+from handlers.inference.formats.base import Traits, UpstreamFault, UpstreamFormat, UpstreamOptions
+from handlers.inference.formats.common import json_object
+from handlers.inference.upstreams.base import PLAIN, FailureKind, Timeouts, Upstream, UpstreamError
 
 T = TypeVar("T")
 
 DEFAULT_TIMEOUTS = Timeouts()  # frozen, so one shared default is safe
+DEFAULT_OPTIONS = UpstreamOptions()
 USER_AGENT = "specway"
 LIMITS = httpx.Limits(max_connections=512, max_keepalive_connections=64, keepalive_expiry=30.0)
 _MAX_DETAIL = 1000  # characters of an upstream's error message we pass on
 _JSON = {"content-type": "application/json"}
-_OURS = frozenset({"model", "messages", "stream", "stream_options"})  # never taken from a caller's extra fields
 
 # First match wins. The aiohttp cause is classified before httpx-aiohttp's mapping of it, which is lossy:
 # it turns a refused connection into httpx.ConnectTimeout.
@@ -140,18 +145,6 @@ def retry_after(headers: Mapping[str, str]) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
-def present(**fields: Any) -> dict[str, Any]:
-    """The fields that are set (not None), for optional request parameters."""
-    return {key: value for key, value in fields.items() if value is not None}
-
-
-def merge_extra(body: dict[str, Any], extra: Mapping[str, Any]) -> None:
-    """Add a same-format caller's unread fields to `body`, never overriding what we set or how we stream."""
-    for key, value in extra.items():
-        if key not in _OURS:
-            body.setdefault(key, value)
-
-
 _EOL = re.compile(rb"\r\n|\r|\n")
 
 
@@ -187,10 +180,14 @@ async def iter_sse(response: httpx.Response) -> AsyncIterator[SseEvent]:
 
 
 class HttpUpstream(Upstream):
-    """Base for kinds that speak JSON over HTTP: one client, the total deadline, failures as UpstreamError.
+    """Base for kinds that speak a wire format over HTTP: one client, the total deadline, failures as UpstreamError.
 
-    `headers` are added to (and may override) the kind's own; `transport` replaces aiohttp, for tests.
+    A kind sets `format` and `path` and says how it presents its key; `headers` are added to (and may override) the
+    kind's own; `transport` replaces aiohttp, for tests.
     """
+
+    format: UpstreamFormat
+    path: str
 
     def __init__(
         self,
@@ -200,12 +197,14 @@ class HttpUpstream(Upstream):
         api_key: str | None = None,
         headers: Mapping[str, str] | None = None,
         timeouts: Timeouts = DEFAULT_TIMEOUTS,
+        options: UpstreamOptions = DEFAULT_OPTIONS,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         super().__init__(name)
         self.timeouts = timeouts
+        self.options = options
         self._secret = api_key
-        own = self.auth_headers(api_key) if api_key else {}
+        own = {**self.kind_headers(), **(self.auth_headers(api_key) if api_key else {})}
         self._client = make_client(base_url, headers={**own, **(headers or {})}, timeouts=timeouts, transport=transport)
         self._urls: dict[str, httpx.URL] = {}
 
@@ -213,8 +212,34 @@ class HttpUpstream(Upstream):
     def auth_headers(self, api_key: str) -> dict[str, str]:
         """How this kind presents the key."""
 
+    def kind_headers(self) -> dict[str, str]:
+        """Headers every request of this kind carries."""
+        return {}
+
     async def aclose(self) -> None:
         await self._client.aclose()
+
+    async def complete(self, request: Request, model: str, traits: Traits = PLAIN) -> Result:
+        payload = await self.post_json(self.path, self.format.upstream_body(request, model, self.options, traits))
+        try:
+            return self.format.upstream_result(payload)
+        except UpstreamFault as fault:
+            raise self._fault(fault) from None
+
+    async def stream(self, request: Request, model: str, traits: Traits = PLAIN) -> AsyncIterator[Event]:
+        body = {**self.format.upstream_body(request, model, self.options, traits), **self.format.STREAM_FIELDS}
+        reader = self.format.UpstreamReader()
+        async with contextlib.aclosing(self.stream_sse(self.path, body)) as events:
+            async for sse in events:
+                try:
+                    out = reader.read(sse.event, sse.data)
+                except UpstreamFault as fault:
+                    raise self._fault(fault) from None
+                for event in out:
+                    yield event
+                if reader.done:
+                    return
+        raise self.protocol_error(f"ended the stream before {self.format.STREAM_END}")
 
     async def post_json(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         """POST a JSON body and return the JSON answer; any failure is an UpstreamError."""
@@ -223,7 +248,10 @@ class HttpUpstream(Upstream):
                 response = await self._client.post(self._url(path), content=orjson.dumps(body), headers=_JSON)
                 if not response.is_success:
                     raise self._status_error(response, response.content)
-                return self.parse_json(response.content)
+                try:
+                    return json_object(response.content)
+                except UpstreamFault as fault:
+                    raise self._fault(fault) from None
 
     async def stream_sse(self, path: str, body: dict[str, Any]) -> AsyncIterator[SseEvent]:
         """POST a JSON body and yield the answer's server-sent events. Closing this closes the connection."""
@@ -245,17 +273,10 @@ class HttpUpstream(Upstream):
             url = self._urls[path] = httpx.URL(str(self._client.base_url).rstrip("/") + path)
         return url
 
-    def parse_json(self, data: bytes | str) -> dict[str, Any]:
-        try:
-            value = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            value = None
-        if not isinstance(value, dict):
-            raise UpstreamError("protocol", f"upstream {self.name} sent malformed JSON")
-        return value
-
-    def event_error(self, payload: Any) -> UpstreamError:
-        return event_error(self.name, payload, self._secret)
+    def _fault(self, fault: UpstreamFault) -> UpstreamError:
+        if fault.payload is not None:
+            return event_error(self.name, fault.payload, self._secret)
+        return self.protocol_error(fault.what or "sent an answer that cannot be read")
 
     def protocol_error(self, what: str) -> UpstreamError:
         return UpstreamError("protocol", f"upstream {self.name} {what}")

@@ -10,7 +10,7 @@ from generated import models as g
 from handlers.errors import ApiError
 from handlers.inference.canonical import Message, Text, Tool, ToolCall, ToolChoice, ToolResult, Unknown
 from handlers.inference.formats import chat
-from tests.wire_support import ANSWER, RESULTS, USER, bad, parse, render
+from tests.formats_support import ANSWER, RESULTS, USER, bad, parse, render
 
 # --- parse ---------------------------------------------------------------------------------------------------------
 

@@ -31,7 +31,7 @@ from handlers.inference.canonical import (
     fold,
 )
 from handlers.inference.formats import messages
-from tests.wire_support import ANSWER, MODULES, REQUESTS, USER, parse, render
+from tests.formats_support import ANSWER, MODULES, REQUESTS, USER, parse, render
 
 TOOLS_STREAM: list[Event] = [
     TextDelta("Hel"),

@@ -8,7 +8,7 @@ import openai.types.responses as openai_responses
 import pytest
 
 from handlers.inference.canonical import Message, Text, Tool, ToolCall, ToolChoice, ToolResult, Unknown
-from tests.wire_support import ANSWER, RESULTS, USER, bad, parse, render
+from tests.formats_support import ANSWER, RESULTS, USER, bad, parse, render
 
 # --- parse ---------------------------------------------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ import pytest
 
 from generated import models as g
 from handlers.inference.canonical import FinishReason, Message, Result, Text, ToolCall, ToolResult, Usage
-from tests.wire_support import MODULES, REQUESTS, RESULTS, USER, parse, render
+from tests.formats_support import MODULES, REQUESTS, RESULTS, USER, parse, render
 
 # --- tool choices --------------------------------------------------------------------------------------------------
 

@@ -19,7 +19,7 @@ from handlers.inference.canonical import (
     Unknown,
     Usage,
 )
-from tests.wire_support import RESULTS, USER, bad, parse, render
+from tests.formats_support import RESULTS, USER, bad, parse, render
 
 # --- parse ---------------------------------------------------------------------------------------------------------
 
@@ -144,7 +144,8 @@ def test_render_messages() -> None:
     assert rendered["content"] == [
         {"type": "text", "text": "Checking."},
         {"type": "tool_use", "id": "call_1", "name": "get_weather", "input": {"city": "Paris"}},
-        {"type": "tool_use", "id": "call_2", "name": "f", "input": {}},
+        # Arguments that are not a JSON object are kept as text, the one rule both directions share.
+        {"type": "tool_use", "id": "call_2", "name": "f", "input": {"arguments": "not json"}},
     ]
     # Anthropic counts cache reads apart from input_tokens.
     assert render("messages", RESULTS["text"])["usage"] == {
