@@ -129,6 +129,14 @@ class PriceSettings(BaseModel):
     )
     input: StrictStr | StrictFloat = "0"
     output: StrictStr | StrictFloat = "0"
+    cached_input: StrictStr | StrictFloat | None = None
+    """
+    Input tokens read from a prompt cache; unset, they cost the input price.
+    """
+    cache_write: StrictStr | StrictFloat | None = None
+    """
+    Input tokens written to a prompt cache (Anthropic); unset, they cost the input price.
+    """
 
 
 class Effort(RootModel[list[StrictStr]]):
@@ -141,7 +149,7 @@ class Weights(RootModel[StrictFloat]):
 
 class ThinkingBudget(BaseModel):
     """
-    Anthropic thinking.budget_tokens up to `low` is low effort, up to `medium` medium, above is high.
+    Anthropic thinking.budget_tokens up to `low` is low effort, up to `medium` medium, above is high; the other way, a request's effort becomes this budget for a reasoning model on an anthropic upstream.
     """
 
     model_config = ConfigDict(
@@ -149,6 +157,7 @@ class ThinkingBudget(BaseModel):
     )
     low: StrictInt = 2048
     medium: StrictInt = 8192
+    high: StrictInt = 24576
 
 
 class PolicySettings(BaseModel):
@@ -177,7 +186,7 @@ class PolicySettings(BaseModel):
     """
     thinking_budget: ThinkingBudget = Field({}, validate_default=True)
     """
-    Anthropic thinking.budget_tokens up to `low` is low effort, up to `medium` medium, above is high.
+    Anthropic thinking.budget_tokens up to `low` is low effort, up to `medium` medium, above is high; the other way, a request's effort becomes this budget for a reasoning model on an anthropic upstream.
     """
 
 
@@ -189,13 +198,13 @@ class UpstreamSettings(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
     )
-    kind: Literal["openai", "anthropic", "echo"]
+    kind: Literal["openai", "anthropic", "responses", "echo"]
     """
-    openai (any OpenAI-compatible Chat Completions server), anthropic, or echo (built in).
+    openai (any OpenAI-compatible Chat Completions server), anthropic (the Messages API), responses (the OpenAI Responses API), or echo (built in).
     """
     base_url: StrictStr | None = None
     """
-    For openai, the URL that ends in /v1; for anthropic, the URL without /v1.
+    For openai and responses, the URL that ends in /v1; for anthropic, the URL without /v1.
     """
     api_key_env: StrictStr | None = None
     """
@@ -211,6 +220,13 @@ class UpstreamSettings(BaseModel):
     anthropic only, where max_tokens is required; used when the request gives none.
     """
     anthropic_version: StrictStr = "2023-06-01"
+    """
+    anthropic only; sent as anthropic-version unless the caller (speaking Messages) sent its own.
+    """
+    passthrough: StrictBool = False
+    """
+    When the caller speaks this upstream's format, also forward the body fields that no format in the spec defines (by default they are dropped, as the API reference says they are ignored).
+    """
 
 
 class ModelSettings(BaseModel):
@@ -237,6 +253,10 @@ class ModelSettings(BaseModel):
     owned_by: StrictStr | None = None
     display_name: StrictStr | None = None
     context_window: StrictInt | None = Field(None, ge=1)
+    reasoning: StrictBool = False
+    """
+    A reasoning model. The request's effort (reasoning_effort, reasoning.effort, thinking) is forwarded to it in its upstream's words, and an openai upstream gets max_completion_tokens; other models use the effort for routing only.
+    """
     price: PriceSettings = Field({}, validate_default=True)
 
 

@@ -2,7 +2,8 @@
 """Connexion route glue: one function per operationId.
 
 Each authenticates the relay key against the operation's scope, parses the body once into its generated
-model, and calls the hand-written handler in handlers/endpoints/.
+model, reads the header parameters the spec declares (Connexion passes path and query parameters), and calls the
+hand-written handler in handlers/endpoints/.
 """
 
 from connexion.context import request
@@ -31,9 +32,12 @@ async def create_key():
 
 
 async def create_message():
+    headers = request.headers
+    anthropic_beta = headers.get("anthropic-beta")
+    anthropic_version = headers.get("anthropic-version")
     principal = await glue.authenticate(request, "inference")
     body = await glue.parse_body(request, models.MessagesRequest)
-    return await inference.create_message(principal, body)
+    return await inference.create_message(principal, body, anthropic_beta, anthropic_version)
 
 
 async def create_response():

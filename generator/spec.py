@@ -92,7 +92,7 @@ class Operation:
 
 
 def _pythonic(name: str) -> str:
-    return re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name).lower()
+    return re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name).lower().replace("-", "_")
 
 
 def _body_model(op: dict[str, Any]) -> str | None:

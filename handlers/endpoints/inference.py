@@ -18,5 +18,10 @@ async def create_response(principal: Principal, body: models.ResponsesRequest) -
     return await relay(principal, responses.parse(body), responses)
 
 
-async def create_message(principal: Principal, body: models.MessagesRequest) -> Response:
-    return await relay(principal, messages.parse(body), messages)
+async def create_message(principal: Principal, body: models.MessagesRequest, anthropic_beta: str | None = None,
+                         anthropic_version: str | None = None) -> Response:
+    req = messages.parse(body)
+    # Anthropic's own headers reach an anthropic upstream with the body they belong to; no other kind reads them.
+    req.headers = {name: value for name, value in (("anthropic-beta", anthropic_beta),
+                                                   ("anthropic-version", anthropic_version)) if value}
+    return await relay(principal, req, messages)

@@ -264,6 +264,7 @@ class Answer:
     decision_id: str
     model: str  # the catalog's public id, never the upstream's own name
     created: int
+    input_estimate: int | None = None  # the gateway's count of the prompt, for a stream that reports usage late
 
 
 def fold(events: list[Event]) -> Result:

@@ -21,6 +21,7 @@ class Model:
     context_window: int | None
     owned_by: str
     display_name: str
+    reasoning: bool = False  # takes an effort in its upstream's words (see ModelSettings.reasoning)
 
     def cost(self, input_tokens: int, output_tokens: int) -> Decimal:
         return (self.price_in * input_tokens + self.price_out * output_tokens) / _MILLION
@@ -49,6 +50,7 @@ class Catalog:
                     context_window=m.context_window,
                     owned_by=m.owned_by or m.upstream,
                     display_name=m.display_name or m.id,
+                    reasoning=m.reasoning,
                 )
             )
         return cls(models)

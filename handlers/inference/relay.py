@@ -23,7 +23,7 @@ from handlers.errors import ApiError
 from handlers.inference import routing, tokens
 from handlers.inference.canonical import Answer, Event, Request, TextDelta, Usage, UsageReport
 from handlers.inference.catalog import Model
-from handlers.inference.formats.base import CallerFormat
+from handlers.inference.formats.base import CallerFormat, Traits
 from handlers.inference.routing import Plan
 from handlers.inference.trace import Trace
 from handlers.inference.upstreams.base import Upstream, UpstreamError
@@ -74,6 +74,8 @@ async def relay(principal: Principal, req: Request, wire: CallerFormat) -> Respo
     await gw.cooldowns.refresh(c.model.upstream for c in plan.candidates)
     estimate = tokens.input_tokens(req)  # once: the context check and the reservation both need it
     plan = routing.screen(plan, gw.cooldowns.remaining, estimate + (req.max_tokens or 0))
+    req.effort = plan.effort  # the tier word every format's renderer maps into its own vocabulary
+    traits = _traits(gw, plan)
     hold: Hold | None = None
     try:
         if plan.refusal is not None:
@@ -82,8 +84,8 @@ async def relay(principal: Principal, req: Request, wire: CallerFormat) -> Respo
             raise _nothing_left(gw, plan)
         hold = await gw.meter.admit(principal.key, [c.model for c in plan.runnable()], req, estimate)
         if req.stream:
-            return await _stream(gw, plan, trace, req, wire, hold)
-        result, model = await _attempt(gw, plan, trace, lambda up, m: up.complete(req, m.name))
+            return await _stream(gw, plan, trace, req, wire, hold, traits, estimate)
+        result, model = await _attempt(gw, plan, trace, lambda up, m: up.complete(req, m.name, traits(m)))
     except ApiError as err:
         await _fail(gw, plan, trace, hold, err)
         raise
@@ -92,8 +94,15 @@ async def relay(principal: Principal, req: Request, wire: CallerFormat) -> Respo
         raise
     await _settle(gw, plan, trace, hold, model, result.usage, len(result.text()))
     _log_content(gw, req, result.text())
-    answer = Answer(plan.id, model.id, int(time.time()))
+    answer = Answer(plan.id, model.id, int(time.time()), estimate)
     return json_response(wire.render(result, answer, req), headers=_headers(plan, trace, hold))
+
+
+def _traits(gw: gateway.Gateway, plan: Plan) -> Callable[[Model], Traits]:
+    """What each candidate's body is rendered for: the catalog's word on the model, the policy's thinking budgets."""
+    budget = gw.config.policies[plan.policy].thinking_budget
+    budgets = (budget.low, budget.medium, budget.high)
+    return lambda model: Traits(reasoning=model.reasoning, thinking_budgets=budgets)
 
 
 def _done(gw: gateway.Gateway, plan: Plan, trace: Trace) -> None:
@@ -180,9 +189,10 @@ async def _close(events: AsyncIterator[Event]) -> None:
 
 
 async def _stream(gw: gateway.Gateway, plan: Plan, trace: Trace, req: Request, wire: CallerFormat,
-                  hold: Hold) -> Response:
-    (first, events), model = await _attempt(gw, plan, trace, lambda up, m: _first_event(up.stream(req, m.name)))
-    answer = Answer(plan.id, model.id, int(time.time()))
+                  hold: Hold, traits: Callable[[Model], Traits], estimate: int) -> Response:
+    (first, events), model = await _attempt(gw, plan, trace,
+                                            lambda up, m: _first_event(up.stream(req, m.name, traits(m))))
+    answer = Answer(plan.id, model.id, int(time.time()), estimate)
     renderer = wire.StreamRenderer(answer, req)
 
     async def body() -> AsyncIterator[bytes]:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import orjson
 from pydantic import BaseModel
 
-from handlers.errors import ApiError, bad_request
+from handlers.errors import ApiError, bad_request, unsupported
 from handlers.inference.canonical import (
     Block,
     Event,
@@ -16,6 +17,7 @@ from handlers.inference.canonical import (
     FinishReason,
     Format,
     Message,
+    Request,
     Text,
     TextDelta,
     ThinkingDelta,
@@ -28,7 +30,7 @@ from handlers.inference.canonical import (
     Usage,
     UsageReport,
 )
-from handlers.inference.formats.base import UpstreamFault
+from handlers.inference.formats.base import UpstreamFault, UpstreamOptions
 
 DONE = b"data: [DONE]\n\n"
 
@@ -67,6 +69,38 @@ def merge_extra(body: dict[str, Any], extra: Mapping[str, Any]) -> None:
     for key, value in extra.items():
         if key not in _OURS:
             body.setdefault(key, value)
+
+
+@functools.cache
+def known_fields(model: type[BaseModel]) -> frozenset[str]:
+    """The fields a format's spec defines: its generated request model's declared fields."""
+    return frozenset(field.alias or name for name, field in model.model_fields.items())
+
+
+def passthrough_body(request: Request, spec_model: type[BaseModel], model: str, options: UpstreamOptions
+                     ) -> dict[str, Any]:
+    """A same-format caller's body for its upstream: every field the format defines as the caller wrote it (every
+    field at all with options.passthrough), with the upstream's model name. The caller's format module then
+    rewrites what the gateway owns (token limit, effort); the transport adds the streaming fields."""
+    if options.passthrough:
+        body = dict(request.body)
+    else:
+        known = known_fields(spec_model)
+        body = {key: value for key, value in request.body.items() if key in known}
+    body.pop("stream", None)
+    body.pop("stream_options", None)
+    body["model"] = model
+    return body
+
+
+def refuse_untranslatable(request: Request, kind: str, advisory: frozenset[str], inert: Mapping[str, Any]) -> None:
+    """Fields of the caller's format that canonical does not carry (Request.extra), going to another format: an
+    advisory one (metadata, user, ...) is left out, one set to its inert value means nothing, any other is a 400
+    naming it."""
+    for field, value in request.extra.items():
+        if value is None or field in advisory or (field in inert and value == inert[field]):
+            continue
+        raise unsupported(field, kind)
 
 
 def json_object(data: str) -> dict[str, Any]:

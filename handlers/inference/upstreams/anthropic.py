@@ -15,6 +15,7 @@ from handlers.inference.upstreams.http import DEFAULT_TIMEOUTS, HttpUpstream
 class AnthropicUpstream(HttpUpstream):
     kind = "anthropic"
     format = messages
+    speaks = "messages"
     path = "/v1/messages"
 
     def __init__(

@@ -1,17 +1,21 @@
 """The built-in upstream: answers without a network, so the gateway works with no configuration.
 
-A "token" here is a whitespace-separated word. Same request, same answer.
+A "token" here is a whitespace-separated word. Same request, same answer. It sees images and documents (it names
+them: "[image]", "[document]") and has no way to answer in a JSON schema, so structured output is refused.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
+from handlers.errors import unsupported
 from handlers.inference.canonical import (
     Block,
+    Document,
     Event,
     Finish,
     FinishReason,
+    Image,
     Request,
     Result,
     Text,
@@ -29,6 +33,7 @@ class EchoUpstream(Upstream):
     kind = "echo"
 
     async def complete(self, request: Request, model: str, traits: Traits = PLAIN) -> Result:
+        _refuse_what_it_cannot_do(request)
         words, reason = _answer(request)
         text = " ".join(words)
         return Result(
@@ -39,6 +44,7 @@ class EchoUpstream(Upstream):
         )
 
     async def stream(self, request: Request, model: str, traits: Traits = PLAIN) -> AsyncIterator[Event]:
+        _refuse_what_it_cannot_do(request)
         words, reason = _answer(request)
         for i, word in enumerate(words):
             yield TextDelta(word if i == len(words) - 1 else word + " ")
@@ -46,8 +52,16 @@ class EchoUpstream(Upstream):
         yield UsageReport(_usage(request, words))
 
 
+_OUTPUT_FIELDS = {"chat": "response_format", "responses": "text.format", "messages": "output_config.format"}
+
+
+def _refuse_what_it_cannot_do(request: Request) -> None:
+    if request.output is not None:
+        raise unsupported(_OUTPUT_FIELDS[request.format], "echo", "it answers in plain text")
+
+
 def _answer(request: Request) -> tuple[list[str], FinishReason]:
-    last_user = next((m.text() for m in reversed(request.messages) if m.role == "user"), "")
+    last_user = next((_words(m.content) for m in reversed(request.messages) if m.role == "user"), "")
     words = ("Echo: " + last_user).split()
     if request.max_tokens is not None and len(words) > request.max_tokens:
         return words[: max(request.max_tokens, 0)], FinishReason.LENGTH
@@ -60,9 +74,22 @@ def _usage(request: Request, words: list[str]) -> Usage:
     return Usage(input_tokens=max(prompt, 1), output_tokens=len(words), cached_input_tokens=0)
 
 
+def _words(blocks: list[Block]) -> str:
+    return " ".join(text for block in blocks if (text := _seen(block)))
+
+
+def _seen(block: Block) -> str:
+    """What echo says back of a user's block: its text, or the name of what it is."""
+    if isinstance(block, Image):
+        return "[image]"
+    if isinstance(block, Document):
+        return "[document]"
+    return block.text if isinstance(block, Text) else ""
+
+
 def _block_text(block: Block) -> str:
-    if isinstance(block, Text):
-        return block.text
+    if isinstance(block, Text | Image | Document):
+        return _seen(block)
     if isinstance(block, ToolCall):
         return f"{block.name} {block.arguments}"
     if isinstance(block, ToolResult):

@@ -19,7 +19,7 @@ import httpx
 import orjson
 from httpx_aiohttp import AiohttpTransport, HttpxAiohttpClient
 
-from handlers.inference.canonical import Event, Request, Result
+from handlers.inference.canonical import Event, Format, Request, Result
 from handlers.inference.formats.base import Traits, UpstreamFault, UpstreamFormat, UpstreamOptions
 from handlers.inference.formats.common import json_object
 from handlers.inference.upstreams.base import PLAIN, FailureKind, Timeouts, Upstream, UpstreamError
@@ -187,6 +187,7 @@ class HttpUpstream(Upstream):
     """
 
     format: UpstreamFormat
+    speaks: Format  # the format's name: a caller speaking it may send headers meant for this kind
     path: str
 
     def __init__(
@@ -220,7 +221,8 @@ class HttpUpstream(Upstream):
         await self._client.aclose()
 
     async def complete(self, request: Request, model: str, traits: Traits = PLAIN) -> Result:
-        payload = await self.post_json(self.path, self.format.upstream_body(request, model, self.options, traits))
+        body = self.format.upstream_body(request, model, self.options, traits)
+        payload = await self.post_json(self.path, body, self._caller_headers(request))
         try:
             return self.format.upstream_result(payload)
         except UpstreamFault as fault:
@@ -229,7 +231,7 @@ class HttpUpstream(Upstream):
     async def stream(self, request: Request, model: str, traits: Traits = PLAIN) -> AsyncIterator[Event]:
         body = {**self.format.upstream_body(request, model, self.options, traits), **self.format.STREAM_FIELDS}
         reader = self.format.UpstreamReader()
-        async with contextlib.aclosing(self.stream_sse(self.path, body)) as events:
+        async with contextlib.aclosing(self.stream_sse(self.path, body, self._caller_headers(request))) as events:
             async for sse in events:
                 try:
                     out = reader.read(sse.event, sse.data)
@@ -241,11 +243,15 @@ class HttpUpstream(Upstream):
                     return
         raise self.protocol_error(f"ended the stream before {self.format.STREAM_END}")
 
-    async def post_json(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    def _caller_headers(self, request: Request) -> dict[str, str]:
+        """The JSON content type, and the headers a caller of this kind's own format sent for it (anthropic-beta)."""
+        return {**_JSON, **request.headers} if request.format == self.speaks and request.headers else _JSON
+
+    async def post_json(self, path: str, body: dict[str, Any], headers: Mapping[str, str] = _JSON) -> dict[str, Any]:
         """POST a JSON body and return the JSON answer; any failure is an UpstreamError."""
         with self._failures():
             async with asyncio.timeout(self.timeouts.total):
-                response = await self._client.post(self._url(path), content=orjson.dumps(body), headers=_JSON)
+                response = await self._client.post(self._url(path), content=orjson.dumps(body), headers=headers)
                 if not response.is_success:
                     raise self._status_error(response, response.content)
                 try:
@@ -253,11 +259,12 @@ class HttpUpstream(Upstream):
                 except UpstreamFault as fault:
                     raise self._fault(fault) from None
 
-    async def stream_sse(self, path: str, body: dict[str, Any]) -> AsyncIterator[SseEvent]:
+    async def stream_sse(self, path: str, body: dict[str, Any], headers: Mapping[str, str] = _JSON
+                         ) -> AsyncIterator[SseEvent]:
         """POST a JSON body and yield the answer's server-sent events. Closing this closes the connection."""
         deadline = asyncio.get_running_loop().time() + self.timeouts.total
         async with contextlib.AsyncExitStack() as stack:
-            request = self._client.stream("POST", self._url(path), content=orjson.dumps(body), headers=_JSON)
+            request = self._client.stream("POST", self._url(path), content=orjson.dumps(body), headers=headers)
             response = await self._by(deadline, stack.enter_async_context(request))
             if not response.is_success:
                 raise self._status_error(response, await self._by(deadline, response.aread()))

@@ -15,6 +15,7 @@ class OpenAIUpstream(HttpUpstream):
 
     kind = "openai"
     format = chat
+    speaks = "chat"
     path = "/chat/completions"
 
     def auth_headers(self, api_key: str) -> dict[str, str]:
