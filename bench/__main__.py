@@ -43,6 +43,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"],
                    help="the gateway's log level (default warning: no per-request access log)")
     p.add_argument("--keep", action="store_true", help="keep the temp dir (configs, logs, SQLite store)")
+    p.add_argument("--baseline", metavar="REV", help="also run the gateway of this git revision (A/B, interleaved)")
     args = p.parse_args(argv)
     if args.quick:
         args.duration, args.warmup = 3.0, 1.0
@@ -73,6 +74,11 @@ def _start(args: argparse.Namespace, workdir: Path) -> tuple[list[targets.Target
     specway = targets.start_specway(workdir, upstream, args.log_level)
     _say(f"specway: {specway.base} (pid {specway.proc.pid})")
     found = [upstream, specway]
+    if args.baseline:
+        tree = targets.checkout(args.baseline, workdir)
+        baseline = targets.start_specway(workdir, upstream, args.log_level, "baseline", tree)
+        _say(f"baseline ({args.baseline}): {baseline.base} (pid {baseline.proc.pid})")
+        found.append(baseline)
     if args.no_litellm:
         return found, "LiteLLM skipped (--no-litellm)"
     exe = targets.find_litellm(args.litellm)

@@ -13,7 +13,7 @@ from bench.load import CellResult
 
 @dataclass
 class Sample:
-    target: str  # direct | specway | litellm
+    target: str  # direct | specway | litellm | baseline
     scenario: str
     conns: int
     cell: CellResult
@@ -66,6 +66,8 @@ def rows(samples: list[Sample]) -> list[dict[str, Any]]:
         specway = summary.get(("specway", scenario, conns))
         if target != "specway" and specway and row["rps"]:
             row["specway_over_peer"] = specway["rps"] / row["rps"]  # how many times Specway's throughput
+            if row["cpu_ms_per_req"] and specway["cpu_ms_per_req"]:
+                row["specway_cpu_over_peer"] = specway["cpu_ms_per_req"] / row["cpu_ms_per_req"]
         out.append(row)
     return out
 
@@ -85,7 +87,8 @@ _COLUMNS = [  # header, key, format
     ("cores", "cores", "{:.2f}"),
     ("RSS MB", "rss_mb", "{:.0f}"),
     ("errors", "errors", "{}"),
-    ("Specway/LiteLLM", "specway_over_peer", "x{:.1f}"),
+    ("Specway/row req/s", "specway_over_peer", "x{:.2f}"),
+    ("Specway/row CPU", "specway_cpu_over_peer", "x{:.2f}"),
 ]
 
 

@@ -6,6 +6,7 @@ import json
 import re
 import shlex
 import shutil
+import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +23,7 @@ CHAT_PATH = "/v1/chat/completions"
 
 @dataclass
 class Target:
-    name: str  # direct | specway | litellm
+    name: str  # direct | specway | litellm | baseline
     base: str  # http://127.0.0.1:PORT
     model: str
     proc: Proc
@@ -49,8 +50,23 @@ def specway_command() -> list[str]:
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "handlers.cli.main"]
 
 
-def start_specway(workdir: Path, upstream: Target, log_level: str) -> Target:
-    """`specway serve` on a fresh SQLite store, one worker, one openai upstream (the fake) with model bench/model."""
+def checkout(rev: str, workdir: Path) -> Path:
+    """The tree of a git revision of this repo, unpacked into workdir (for an A/B against an older gateway)."""
+    dest = workdir / f"rev-{rev.replace('/', '_')}"
+    dest.mkdir()
+    archive = subprocess.run(["git", "archive", rev], cwd=REPO, capture_output=True, check=False)
+    if archive.returncode != 0:
+        raise StartError(f"git archive {rev}: {archive.stderr.decode(errors='replace').strip()}")
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True)
+    return dest
+
+
+def start_specway(workdir: Path, upstream: Target, log_level: str, name: str = "specway",
+                  tree: Path = REPO) -> Target:
+    """`specway serve` on a fresh SQLite store, one worker, one openai upstream (the fake) with model bench/model.
+    `tree` is the source tree it runs from (this one, or an older revision's for --baseline)."""
+    workdir = workdir / name
+    workdir.mkdir(exist_ok=True)
     port = free_port()
     config = {
         "server": {"host": "127.0.0.1", "port": port, "workers": 1, "log_level": log_level},
@@ -60,8 +76,10 @@ def start_specway(workdir: Path, upstream: Target, log_level: str) -> Target:
     }
     cfg_path = workdir / "specway.yaml"
     cfg_path.write_text(json.dumps(config, indent=2) + "\n")  # JSON is YAML
-    cmd = [*specway_command(), "--config", str(cfg_path), "serve", "--port", str(port), "--host", "127.0.0.1"]
-    proc = Proc("specway", cmd, workdir, cwd=REPO, env=loopback_env())
+    # Run from `tree` with this venv's interpreter: `-m` puts the tree first on sys.path.
+    command = specway_command() if tree == REPO else [sys.executable, "-m", "handlers.cli"]
+    cmd = [*command, "--config", str(cfg_path), "serve", "--port", str(port), "--host", "127.0.0.1"]
+    proc = Proc(name, cmd, workdir, cwd=tree, env=loopback_env())
     key: list[str] = []
 
     def key_printed() -> bool:
@@ -72,7 +90,7 @@ def start_specway(workdir: Path, upstream: Target, log_level: str) -> Target:
         return False
 
     wait_until(proc, key_printed, 60, "printing the first relay key on stdout")
-    target = Target("specway", f"http://127.0.0.1:{port}", "bench/model", proc, {"Authorization": f"Bearer {key[0]}"})
+    target = Target(name, f"http://127.0.0.1:{port}", "bench/model", proc, {"Authorization": f"Bearer {key[0]}"})
     wait_until(proc, lambda: http_ok(target.base + "/v1/models", target.headers), 60, "answering GET /v1/models")
     return target
 
