@@ -255,6 +255,18 @@ async def test_sse_parsing_handles_names_multiline_data_comments_and_split_line_
     assert got == [SseEvent("a", "1\n2"), SseEvent("message", "x\u2028y")]
 
 
+async def test_a_long_event_in_small_chunks_is_one_event() -> None:
+    """A 1 MiB event arriving 1 KiB at a time (the reader joins its pieces once, when the line ends)."""
+    event = b"data: " + b"x" * (1 << 20) + b"\r\n\r\ndata: next\n\n"
+
+    async def chunks() -> AsyncIterator[bytes]:
+        for i in range(0, len(event), 1024):
+            yield event[i : i + 1024]
+
+    got = [event async for event in iter_sse(httpx.Response(200, content=chunks()))]
+    assert got == [SseEvent("message", "x" * (1 << 20)), SseEvent("message", "next")]
+
+
 def test_retry_after_reads_seconds_dates_and_milliseconds() -> None:
     assert retry_after({"retry-after": "3"}) == 3.0
     assert retry_after({"retry-after-ms": "1500", "retry-after": "9"}) == 1.5

@@ -149,13 +149,21 @@ _EOL = re.compile(rb"\r\n|\r|\n")
 
 
 async def _lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[str]:
-    """Lines split on CRLF, LF or CR only (httpx's aiter_lines also splits on U+2028 and friends, legal in JSON)."""
-    buffer = b""
+    """Lines split on CRLF, LF or CR only (httpx's aiter_lines also splits on U+2028 and friends, legal in JSON).
+
+    Linear in the stream's size: a chunk with no line end is only set aside, and the pieces of a line are joined
+    once, when its end arrives (re-splitting a growing buffer on every chunk made a long event quadratic).
+    """
+    pending: list[bytes] = []  # the pieces of the line not ended yet
     async for chunk in chunks:
-        buffer += chunk
-        end = len(buffer) - 1 if buffer.endswith(b"\r") else len(buffer)  # a CR may be half of a CRLF
-        *lines, rest = _EOL.split(buffer[:end])
-        buffer = rest + buffer[end:]
+        if b"\n" not in chunk and b"\r" not in chunk and not (pending and pending[-1].endswith(b"\r")):
+            pending.append(chunk)
+            continue
+        pending.append(chunk)
+        data = b"".join(pending)
+        end = len(data) - 1 if data.endswith(b"\r") else len(data)  # a CR may be half of a CRLF
+        *lines, rest = _EOL.split(data[:end])
+        pending = [rest + data[end:]]
         for line in lines:
             yield line.decode("utf-8", "replace")
     # Whatever is left had no line end: an unfinished event, which SSE discards.
