@@ -98,6 +98,14 @@ class ModelPricing(StrictModel):
 
     input_per_million: StrictStr = None
     output_per_million: StrictStr = None
+    cached_input_per_million: StrictStr = None
+    """
+    Input tokens read from a prompt cache (the input price unless the model sets its own).
+    """
+    cache_write_per_million: StrictStr = None
+    """
+    Input tokens written to a prompt cache (the input price unless the model sets its own).
+    """
 
 
 class WorkspaceSummary(StrictModel):
@@ -127,6 +135,26 @@ class KeySpend(StrictModel):
     reserved: StrictStr = None
 
 
+class DecisionUsage(StrictModel):
+    """
+    The tokens a request used; null where the upstream did not say. input_tokens counts every prompt token, cache reads and cache writes included; each of those is also given apart, as it is priced apart.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    input_tokens: StrictInt | None = None
+    output_tokens: StrictInt | None = None
+    cached_input_tokens: StrictInt | None = None
+    """
+    Read from a prompt cache (part of input_tokens).
+    """
+    cache_write_tokens: StrictInt | None = None
+    """
+    Written to a prompt cache (part of input_tokens).
+    """
+
+
 class DecisionCandidate(StrictModel):
     model: StrictStr = None
     upstream: StrictStr = None
@@ -144,7 +172,7 @@ class DecisionAttempt(StrictModel):
 
 class StreamOptions(StrictModel):
     """
-    With include_usage true, a last chunk with empty choices carries the usage.
+    With include_usage true, a last chunk with empty choices carries the usage. The gateway sets the upstream's own stream options.
     """
 
     model_config = ConfigDict(
@@ -153,28 +181,26 @@ class StreamOptions(StrictModel):
     include_usage: StrictBool = None
 
 
-class ChatMessage(StrictModel):
-    model_config = ConfigDict(
-        extra="allow",
-    )
-    role: Literal["system", "developer", "user", "assistant", "tool"]
-    """
-    Who wrote the message: system (or developer), user, assistant or tool.
-    """
-    content: StrictStr | list[dict[str, Any]] | None = None
-    """
-    Text, or a list of content parts; the gateway reads the text of a message. Null for an assistant message that only calls tools.
-    """
-
-
 class ChatAnswerMessage(StrictModel):
     role: Literal["assistant"] = None
     content: StrictStr | None = None
+    refusal: StrictStr | None = None
+    reasoning_content: StrictStr | None = None
+    """
+    The reasoning the model showed, when the upstream reports it (absent otherwise).
+    """
     tool_calls: list[dict[str, Any]] = None
 
 
 class PromptTokensDetails(StrictModel):
     cached_tokens: StrictFloat = None
+    """
+    Prompt tokens read from a prompt cache (part of prompt_tokens).
+    """
+    cache_write_tokens: StrictFloat = None
+    """
+    Prompt tokens written to a prompt cache (part of prompt_tokens), when the upstream reports them.
+    """
 
 
 class ChatUsage(StrictModel):
@@ -182,6 +208,35 @@ class ChatUsage(StrictModel):
     completion_tokens: StrictFloat = None
     total_tokens: StrictFloat = None
     prompt_tokens_details: PromptTokensDetails = None
+
+
+class CacheControl(StrictModel):
+    """
+    A prompt-cache mark in Anthropic's words (read on chat parts, messages and tools, as LiteLLM does).
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    type: Literal["ephemeral"]
+    ttl: StrictStr = None
+    """
+    5m or 1h.
+    """
+
+
+class MessageTokensCount(StrictModel):
+    """
+    Anthropic's answer. With the response header `x-specway-estimated` true, the count is the gateway's estimate (the model's upstream cannot count tokens); otherwise the upstream counted.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    input_tokens: StrictInt = Field(..., ge=0)
+    """
+    The tokens of the messages, system prompt and tools.
+    """
 
 
 class ErrorDetail(StrictModel):
@@ -220,7 +275,7 @@ class AnthropicMessage(StrictModel):
     role: Literal["user", "assistant"]
     content: StrictStr | list[dict[str, Any]] = None
     """
-    A string, or a list of content blocks.
+    A string, or a list of content blocks (text, image, document, tool_use, tool_result, thinking, redacted_thinking, and Anthropic's server-tool blocks, which reach an anthropic upstream only), each maybe with a cache_control.
     """
 
 
@@ -228,28 +283,66 @@ class MessageContentBlock(StrictModel):
     model_config = ConfigDict(
         extra="allow",
     )
-    type: Literal["text", "tool_use"] = None
+    type: StrictStr
+    """
+    text, tool_use, thinking, redacted_thinking, or a block of Anthropic's own (server_tool_use, web_search_tool_result, ...) that an anthropic upstream answered with, passed on as it came.
+    """
     text: StrictStr = None
     id: StrictStr = None
     name: StrictStr = None
     input: dict[str, Any] = None
+    thinking: StrictStr = None
+    signature: StrictStr = None
+    """
+    The thinking block's signature; empty when the reasoning came from another provider.
+    """
+    data: StrictStr = None
+    """
+    A redacted_thinking block's encrypted reasoning.
+    """
 
 
 class MessageUsage(StrictModel):
     input_tokens: StrictFloat = None
+    """
+    Prompt tokens read neither from nor into the prompt cache.
+    """
     output_tokens: StrictFloat = None
     cache_read_input_tokens: StrictFloat = None
+    cache_creation_input_tokens: StrictFloat = None
 
 
 class Reasoning(StrictModel):
     """
-    Only reasoning.effort is read.
+    effort is the request's effort (routing reads it, and a reasoning model gets it in its upstream's words); the other fields reach a responses upstream with it.
     """
 
     model_config = ConfigDict(
         extra="allow",
     )
     effort: StrictStr = None
+    summary: StrictStr | None = None
+    """
+    auto, concise or detailed; asks a responses upstream for reasoning summaries (other upstreams show their reasoning as they do).
+    """
+    generate_summary: StrictStr | None = None
+    """
+    Deprecated name of summary.
+    """
+    mode: StrictStr | None = None
+    context: StrictStr | None = None
+
+
+class ResponsesTextConfig(StrictModel):
+    """
+    format {type: json_schema, name, schema, strict, description} or {type: json_object} is structured output, translated for every upstream; {type: text} is the default. verbosity (low, medium, high) reaches a responses upstream only (medium goes anywhere).
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    format: dict[str, Any] = None
+    verbosity: StrictStr | None = None
 
 
 class ResponsesInputItem(StrictModel):
@@ -272,10 +365,22 @@ class ResponseOutputText(StrictModel):
     annotations: list[Any] = None
 
 
-class ResponseUsage(StrictModel):
-    input_tokens: StrictFloat = None
-    output_tokens: StrictFloat = None
-    total_tokens: StrictFloat = None
+class ResponseInputTokensDetails(StrictModel):
+    cached_tokens: StrictInt = None
+    """
+    Read from a prompt cache; part of input_tokens.
+    """
+    cache_write_tokens: StrictInt = None
+    """
+    Written to a prompt cache; part of input_tokens.
+    """
+
+
+class ResponseOutputTokensDetails(StrictModel):
+    reasoning_tokens: StrictInt = None
+    """
+    Spent on reasoning; part of output_tokens.
+    """
 
 
 class Key(StrictModel):
@@ -433,7 +538,7 @@ class Decision(StrictModel):
     """
     The model that answered.
     """
-    usage: dict[str, Any] | None = None
+    usage: DecisionUsage | None = None
     usage_estimated: StrictBool = None
     """
     True when the upstream reported no usage and the tokens were estimated.
@@ -452,53 +557,18 @@ class Decision(StrictModel):
     """
 
 
-class ChatCompletionRequest(StrictModel):
-    """
-    OpenAI Chat Completions. Every other field is accepted; top_p, stop, seed are forwarded where the upstream accepts them, and the rest reaches an OpenAI-compatible upstream unchanged.
-    """
-
+class ChatMessage(StrictModel):
     model_config = ConfigDict(
         extra="allow",
     )
-    model: StrictStr = None
+    role: Literal["system", "developer", "user", "assistant", "tool"]
     """
-    A model id or an alias from GET /v1/models. Optional: the key's routing decides when absent.
+    Who wrote the message: system (or developer), user, assistant or tool.
     """
-    messages: list[ChatMessage] = Field(..., min_length=1)
+    cache_control: CacheControl = None
+    content: StrictStr | list[dict[str, Any]] | None = None
     """
-    Required and non-empty; an empty or missing list is a 400.
-    """
-    max_completion_tokens: StrictFloat | None = Field(None, ge=1.0, le=2147483647.0, multiple_of=1.0)
-    """
-    Upper bound on the generated tokens, the newer OpenAI name for max_tokens. Send one of the two.
-    """
-    max_tokens: StrictFloat | None = Field(None, ge=1.0, le=2147483647.0, multiple_of=1.0)
-    """
-    Upper bound on the tokens the model may generate. Send this or max_completion_tokens, not both.
-    """
-    temperature: StrictFloat | None = None
-    """
-    Sampling temperature, usually between 0 and 2.
-    """
-    stream: StrictBool | None = None
-    """
-    Default false. When true the answer is a stream of chat.completion.chunk events, then [DONE].
-    """
-    stream_options: StreamOptions | None = None
-    """
-    With include_usage true, a last chunk with empty choices carries the usage.
-    """
-    tools: list[Any] | None = None
-    """
-    Carried and forwarded verbatim upstream; never validated here.
-    """
-    response_format: dict[str, Any] | None = None
-    """
-    Carried and forwarded verbatim upstream.
-    """
-    reasoning_effort: StrictStr | None = None
-    """
-    The o-series field; read as the request's effort.
+    Text, or a list of content parts (text, image_url, file, input_audio, refusal), each maybe with a cache_control. Null for an assistant message that only calls tools. An assistant message's reasoning_content is read as its reasoning, which goes back only to a chat upstream.
     """
 
 
@@ -522,7 +592,7 @@ class Error(StrictModel):
 
 class MessagesRequest(StrictModel):
     """
-    Anthropic Messages. Every other field is accepted; top_p, stop_sequences and tools reach an Anthropic upstream unchanged.
+    Anthropic Messages. Every field of Anthropic's MessageCreateParams (and the beta fields sent in the body) is declared here; an anthropic-kind upstream gets them as the caller wrote them (with the anthropic-beta header), and another kind gets what translates (a field that does not is a 400 naming it; advisory ones such as metadata and service_tier are left out). Fields no format defines are ignored (dropped) unless the upstream sets passthrough.
     """
 
     model_config = ConfigDict(
@@ -535,17 +605,97 @@ class MessagesRequest(StrictModel):
     messages: list[AnthropicMessage] = Field(..., min_length=1)
     system: StrictStr | list[dict[str, Any]] = None
     """
-    A string, or a list of {type:text,text} blocks (joined). An empty list contributes nothing.
+    A string, or a list of {type:text, text, cache_control?} blocks (joined; each block's cache mark is kept). An empty list contributes nothing; blocks of another type are left out.
     """
     max_tokens: StrictFloat = Field(None, ge=1.0, le=2147483647.0, multiple_of=1.0)
     """
-    Upper bound on the tokens the model may generate for this answer.
+    Upper bound on the tokens the model may generate for this answer. When absent an anthropic upstream gets its configured default.
     """
     temperature: StrictFloat = None
+    top_p: Any = None
+    """
+    Nucleus sampling, a number between 0 and 1. Read when it is a number; any other value is ignored (and reaches an anthropic upstream as written).
+    """
+    top_k: StrictInt | None = None
+    """
+    Sample from the top K options only; anthropic upstreams only.
+    """
+    stop_sequences: Any = None
+    """
+    Strings that end the answer. Read when it is a list of strings (or one string); any other value is ignored.
+    """
     stream: StrictBool = None
     thinking: StrictStr | dict[str, Any] = None
     """
-    The request's effort, as a plain effort string or an object with an effort field. Anthropic's {type:"enabled", budget_tokens} is also read, mapped to an effort tier by the key's routing policy.
+    Anthropic's {type: enabled, budget_tokens}, {type: adaptive} or {type: disabled} (the budget is mapped to an effort tier by the key's routing policy; a reasoning model gets it as written); also, as this gateway's own forms, a plain effort string or an object with an effort field, which a reasoning model gets as {type: enabled, budget_tokens} from the policy's thinking_budget.
+    """
+    output_config: dict[str, Any] | None = None
+    """
+    format {type: json_schema, schema} is structured output, translated for every upstream; effort (low, medium, high, xhigh, max) is the request's effort.
+    """
+    tools: list[Any] | None = None
+    """
+    Client tools ({name, description, input_schema, cache_control?}) are translated for any upstream; Anthropic's own tools (web_search, bash, ...) reach an anthropic upstream only. Never validated here.
+    """
+    tool_choice: Any = None
+    """
+    {type: auto | any | none | tool (with name), disable_parallel_tool_use?}; other forms reach an anthropic upstream only. Never validated here.
+    """
+    metadata: dict[str, Any] | None = None
+    """
+    {user_id}. Advisory; left out for other upstreams.
+    """
+    service_tier: StrictStr | None = None
+    """
+    auto or standard_only. Advisory; left out for other upstreams.
+    """
+    cache_control: dict[str, Any] | None = None
+    """
+    {type: ephemeral, ttl?}: marks the last cacheable block. Advisory; other upstreams cache prompt prefixes by themselves.
+    """
+    container: StrictStr | dict[str, Any] | None = None
+    """
+    A container id or {id, skills} for the code-execution tool. Advisory; left out for other upstreams (which cannot take that tool).
+    """
+    context_management: dict[str, Any] | None = None
+    """
+    Server-side context edits (clearing old tool results). Advisory; another upstream sees the conversation as sent.
+    """
+    inference_geo: StrictStr | None = None
+    """
+    Where inference runs; anthropic upstreams only.
+    """
+    speed: StrictStr | None = None
+    """
+    standard or fast. Advisory; left out for other upstreams.
+    """
+    diagnostics: dict[str, Any] | None = None
+    """
+    {previous_message_id}: cache diagnostics. Advisory; left out for other upstreams.
+    """
+    mcp_servers: list[dict[str, Any]] | None = None
+    """
+    MCP servers the model may use; anthropic upstreams only (an empty list goes anywhere).
+    """
+    compaction: dict[str, Any] | None = None
+    """
+    Makes the request a compaction request; anthropic upstreams only.
+    """
+    thread: dict[str, Any] | None = None
+    """
+    Server-held conversation state; anthropic upstreams only.
+    """
+    fallbacks: Any | None = None
+    """
+    Anthropic's server-side fallback models ("default" or a list). Advisory; left out for other upstreams.
+    """
+    fallback_credit_token: Any | None = None
+    """
+    A refusal's credit token (a string or an object). Advisory; left out for other upstreams.
+    """
+    billing_policy: dict[str, Any] | None = None
+    """
+    {type: billing_policy, bill_to}; anthropic upstreams only ({bill_to: self} goes anywhere).
     """
 
 
@@ -563,7 +713,7 @@ class Message(StrictModel):
     content: list[MessageContentBlock]
     stop_reason: StrictStr
     """
-    end_turn, max_tokens, tool_use or refusal.
+    end_turn, max_tokens, stop_sequence, tool_use or refusal.
     """
     stop_sequence: StrictStr | None = None
     usage: MessageUsage
@@ -572,13 +722,13 @@ class Message(StrictModel):
 class Input(RootModel[list[ResponsesInputItem]]):
     root: list[ResponsesInputItem] = Field(..., min_length=1)
     """
-    Required: a string or a list of {role?, content} items (role defaults to user).
+    Required: a string or a list of items: messages ({role?, content}, role defaults to user) with input_text, input_image and input_file parts, function_call, function_call_output and reasoning items. Other items reach a responses upstream only.
     """
 
 
 class ResponsesRequest(StrictModel):
     """
-    OpenAI Responses. Every other field is accepted and not read (previous_response_id is not read; tools are translated for the upstream).
+    OpenAI Responses. Every field of OpenAI's CreateResponse is declared here; a responses-kind upstream gets them as the caller wrote them (with store false, the upstream's model name and the effort in its words), and another kind gets what translates (a field that does not is a 400 naming it). Fields no format defines are ignored (dropped) unless the upstream sets passthrough. Specway keeps no response state, so previous_response_id, conversation, store true and background true are refused; send the whole conversation in input.
     """
 
     model_config = ConfigDict(
@@ -590,7 +740,7 @@ class ResponsesRequest(StrictModel):
     """
     input: StrictStr | Input
     """
-    Required: a string or a list of {role?, content} items (role defaults to user).
+    Required: a string or a list of items: messages ({role?, content}, role defaults to user) with input_text, input_image and input_file parts, function_call, function_call_output and reasoning items. Other items reach a responses upstream only.
     """
     instructions: StrictStr | None = None
     """
@@ -598,10 +748,88 @@ class ResponsesRequest(StrictModel):
     """
     max_output_tokens: StrictFloat | None = Field(None, ge=1.0, le=2147483647.0, multiple_of=1.0)
     temperature: StrictFloat | None = None
+    top_p: Any = None
+    """
+    Nucleus sampling, a number between 0 and 1. Read when it is a number; any other value is ignored.
+    """
     stream: StrictBool | None = None
+    stream_options: dict[str, Any] | None = None
+    """
+    The gateway sets the upstream's own stream options.
+    """
     reasoning: Reasoning | None = None
     """
-    Only reasoning.effort is read.
+    effort is the request's effort (routing reads it, and a reasoning model gets it in its upstream's words); the other fields reach a responses upstream with it.
+    """
+    text: ResponsesTextConfig = None
+    tools: list[Any] | None = None
+    """
+    Function tools are translated for any upstream; other tools (web search, file search, MCP ...) reach a responses upstream only. Never validated here.
+    """
+    tool_choice: Any = None
+    """
+    auto, none, required, or a named function; other forms reach a responses upstream only. Never validated here.
+    """
+    parallel_tool_calls: StrictBool | None = None
+    """
+    False allows at most one tool call; translated for every upstream.
+    """
+    max_tool_calls: StrictInt | None = None
+    """
+    A bound on built-in tool calls, which only a responses upstream runs.
+    """
+    previous_response_id: StrictStr | None = None
+    """
+    Refused with 400 unsupported_parameter. Specway keeps no response state, and its response ids are decision ids, not an upstream's; send the whole conversation in input.
+    """
+    conversation: StrictStr | dict[str, Any] | None = None
+    """
+    Refused, like previous_response_id.
+    """
+    store: StrictBool | None = None
+    """
+    Only false (or absent) is served; true is refused. Upstreams always get false.
+    """
+    background: StrictBool | None = None
+    """
+    Only false (or absent) is served; true is refused.
+    """
+    include: list[StrictStr] | None = None
+    """
+    Extra output data a responses upstream adds (reasoning.encrypted_content ...); safe to leave out for other upstreams.
+    """
+    truncation: StrictStr | None = None
+    """
+    auto or disabled; a responses upstream only.
+    """
+    metadata: dict[str, Any] | None = None
+    """
+    A responses upstream gets it; left out for others.
+    """
+    user: StrictStr = None
+    """
+    Deprecated end-user id; a responses upstream gets it.
+    """
+    safety_identifier: StrictStr | None = None
+    prompt_cache_key: StrictStr | None = None
+    prompt_cache_retention: StrictStr | None = None
+    prompt_cache_options: dict[str, Any] | None = None
+    service_tier: StrictStr | None = None
+    top_logprobs: StrictInt | None = Field(None, ge=0, le=20)
+    """
+    A responses upstream only (0 goes anywhere).
+    """
+    prompt: dict[str, Any] | None = None
+    """
+    A stored prompt template; a responses upstream only.
+    """
+    moderation: dict[str, Any] | None = None
+    """
+    A responses upstream only.
+    """
+    context_management: list[dict[str, Any]] | None = None
+    """
+    A responses upstream only.
     """
 
 
@@ -609,7 +837,10 @@ class ResponseOutputItem(StrictModel):
     model_config = ConfigDict(
         extra="allow",
     )
-    type: Literal["message", "function_call"] = None
+    type: StrictStr = None
+    """
+    message, function_call or reasoning; other item types (built-in tool calls ...) come back from a responses upstream to a Responses caller as the upstream sent them.
+    """
     id: StrictStr = None
     status: StrictStr = None
     role: Literal["assistant"] = None
@@ -617,6 +848,22 @@ class ResponseOutputItem(StrictModel):
     call_id: StrictStr = None
     name: StrictStr = None
     arguments: StrictStr = None
+    summary: list[dict[str, Any]] = None
+    """
+    A reasoning item's summary_text parts.
+    """
+    encrypted_content: StrictStr | None = None
+    """
+    A reasoning item's encrypted reasoning, from a responses upstream; send the item back in input.
+    """
+
+
+class ResponseUsage(StrictModel):
+    input_tokens: StrictFloat = None
+    output_tokens: StrictFloat = None
+    total_tokens: StrictFloat = None
+    input_tokens_details: ResponseInputTokensDetails = None
+    output_tokens_details: ResponseOutputTokensDetails = None
 
 
 class ModelList(StrictModel):
@@ -629,6 +876,164 @@ class ModelList(StrictModel):
     has_more: StrictBool
     first_id: StrictStr | None = None
     last_id: StrictStr | None = None
+
+
+class ChatCompletionRequest(StrictModel):
+    """
+    OpenAI Chat Completions. Every field of OpenAI's CreateChatCompletionRequest is declared here; a chat-kind upstream gets them as the caller wrote them, and another kind gets what translates (a field that does not is a 400 naming it). Fields no format defines are ignored (dropped) unless the upstream sets passthrough. There is no top-level cache_control in this format; prompt-cache marks (the LiteLLM convention, cache_control {type:"ephemeral", ttl?}, or OpenAI's prompt_cache_breakpoint {mode:"explicit"}) are read on content parts, on messages and on tools, and count only for an Anthropic upstream (OpenAI caches prompt prefixes by itself).
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    model: StrictStr = None
+    """
+    A model id or an alias from GET /v1/models. Optional: the key's routing decides when absent.
+    """
+    messages: list[ChatMessage] = Field(..., min_length=1)
+    """
+    Required and non-empty; an empty or missing list is a 400.
+    """
+    max_completion_tokens: StrictFloat | None = Field(None, ge=1.0, le=2147483647.0, multiple_of=1.0)
+    """
+    Upper bound on the generated tokens, the newer OpenAI name for max_tokens. Send one of the two. A chat upstream gets max_completion_tokens for a reasoning model, else max_tokens.
+    """
+    max_tokens: StrictFloat | None = Field(None, ge=1.0, le=2147483647.0, multiple_of=1.0)
+    """
+    Upper bound on the tokens the model may generate. Send this or max_completion_tokens, not both.
+    """
+    temperature: StrictFloat | None = None
+    """
+    Sampling temperature, usually between 0 and 2.
+    """
+    top_p: Any = None
+    """
+    Nucleus sampling, a number between 0 and 1. Read when it is a number; any other value is ignored.
+    """
+    stop: Any = None
+    """
+    A string or a list of strings that end the answer. Read when it is one of those; any other value is ignored.
+    """
+    seed: Any = None
+    """
+    Best-effort determinism, an integer. Read when it is a whole number; any other value is ignored.
+    """
+    stream: StrictBool | None = None
+    """
+    Default false. When true the answer is a stream of chat.completion.chunk events, then [DONE].
+    """
+    stream_options: StreamOptions | None = None
+    """
+    With include_usage true, a last chunk with empty choices carries the usage. The gateway sets the upstream's own stream options.
+    """
+    tools: list[Any] | None = None
+    """
+    Function tools are translated for any upstream (a cache_control on a tool is read as its cache mark); other tools reach a chat upstream only. Never validated here.
+    """
+    tool_choice: Any = None
+    """
+    auto, none, required, or a named function; other forms reach a chat upstream only. Never validated here.
+    """
+    parallel_tool_calls: StrictBool | None = None
+    """
+    False allows at most one tool call; translated for every upstream.
+    """
+    functions: list[Any] | None = None
+    """
+    Deprecated; read as function tools.
+    """
+    function_call: Any = None
+    """
+    Deprecated; none, auto or {name} are read as the tool choice.
+    """
+    response_format: dict[str, Any] | None = None
+    """
+    {type: json_schema, json_schema: {name, schema, strict, description}} or {type: json_object} is structured output, translated for every upstream; {type: text} is the default. Another type reaches a chat upstream only.
+    """
+    reasoning_effort: StrictStr | None = None
+    """
+    The request's effort; routing reads it, and a reasoning model gets the effort in its upstream's words.
+    """
+    n: StrictInt | None = Field(None, ge=1, le=128)
+    """
+    How many choices to generate. Only 1 is served; more is a 400.
+    """
+    logit_bias: dict[str, Any] | None = None
+    """
+    Token id to bias; chat upstreams only.
+    """
+    logprobs: StrictBool | None = None
+    """
+    Chat upstreams only (false is the default and goes anywhere).
+    """
+    top_logprobs: StrictInt | None = Field(None, ge=0, le=20)
+    """
+    Chat upstreams only.
+    """
+    frequency_penalty: StrictFloat | None = Field(None, ge=-2.0, le=2.0)
+    """
+    Chat upstreams only (0 is the default and goes anywhere).
+    """
+    presence_penalty: StrictFloat | None = Field(None, ge=-2.0, le=2.0)
+    """
+    Chat upstreams only (0 is the default and goes anywhere).
+    """
+    audio: dict[str, Any] | None = None
+    """
+    Audio output parameters; chat upstreams only.
+    """
+    modalities: list[StrictStr] | None = None
+    """
+    Output modalities; ["text"] goes anywhere, anything else to chat upstreams only.
+    """
+    prediction: dict[str, Any] | None = None
+    """
+    Predicted output (a latency hint); left out for other upstreams.
+    """
+    web_search_options: dict[str, Any] | None = None
+    """
+    Chat upstreams only.
+    """
+    verbosity: StrictStr | None = None
+    """
+    low, medium or high; chat upstreams only (medium goes anywhere).
+    """
+    moderation: dict[str, Any] | None = None
+    """
+    Chat upstreams only.
+    """
+    store: StrictBool | None = None
+    """
+    Chat upstreams only (false goes anywhere).
+    """
+    metadata: dict[str, Any] | None = None
+    """
+    Advisory; left out for other upstreams.
+    """
+    user: StrictStr | None = None
+    """
+    Advisory (deprecated by OpenAI for safety_identifier and prompt_cache_key).
+    """
+    safety_identifier: StrictStr | None = None
+    """
+    Advisory; left out for other upstreams.
+    """
+    service_tier: StrictStr | None = None
+    """
+    Advisory; left out for other upstreams.
+    """
+    prompt_cache_key: StrictStr | None = None
+    """
+    Advisory; left out for other upstreams.
+    """
+    prompt_cache_retention: StrictStr | None = None
+    """
+    Advisory (deprecated by OpenAI for prompt_cache_options); left out for other upstreams.
+    """
+    prompt_cache_options: dict[str, Any] | None = None
+    """
+    Advisory; left out for other upstreams.
+    """
 
 
 class ChatCompletion(StrictModel):
@@ -647,6 +1052,12 @@ class ChatCompletion(StrictModel):
     """
     choices: list[ChatChoice]
     usage: ChatUsage
+
+
+class MessageCountTokensRequest(MessagesRequest):
+    """
+    POST /v1/messages/count_tokens: the Messages request whose prompt is counted (messages, system, tools, tool_choice, thinking ...), with `model` optional as in /v1/messages: without it the key's routing chooses. Nothing is generated, so max_tokens, stream and the other sampling fields are accepted and ignored.
+    """
 
 
 class Response(StrictModel):

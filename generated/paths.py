@@ -28,6 +28,7 @@ TABLE: tuple[PathInfo, ...] = (
     PathInfo("/v1/chat/completions", re.compile("^/v1/chat/completions$"), "POST"),
     PathInfo("/v1/responses", re.compile("^/v1/responses$"), "POST"),
     PathInfo("/v1/messages", re.compile("^/v1/messages$"), "POST"),
+    PathInfo("/v1/messages/count_tokens", re.compile("^/v1/messages/count_tokens$"), "POST"),
     PathInfo("/healthz", re.compile("^/healthz$"), "GET"),
     PathInfo("/readyz", re.compile("^/readyz$"), "GET"),
     PathInfo("/metrics", re.compile("^/metrics$"), "GET"),

@@ -19,6 +19,15 @@ async def add_credit(workspace_id):
     return await admin.add_credit(principal, body, workspace_id)
 
 
+async def count_message_tokens():
+    headers = request.headers
+    anthropic_beta = headers.get("anthropic-beta")
+    anthropic_version = headers.get("anthropic-version")
+    principal = await glue.authenticate(request, "inference")
+    body = await glue.parse_body(request, models.MessageCountTokensRequest)
+    return await inference.count_message_tokens(principal, body, anthropic_beta, anthropic_version)
+
+
 async def create_chat_completion():
     principal = await glue.authenticate(request, "inference")
     body = await glue.parse_body(request, models.ChatCompletionRequest)

@@ -98,4 +98,4 @@ def unsupported(field: str, upstream_kind: str, why: str = "") -> ApiError:
     """A field the caller's format defines that the chosen upstream's kind cannot carry: refused, never dropped."""
     reason = f" ({why})" if why else ""
     return ApiError(400, "unsupported_parameter",
-                    f"{field} cannot be sent to a model on an {upstream_kind} upstream{reason}.", param=field)
+                    f"{field} cannot reach this model: its {upstream_kind} upstream has no way to take it{reason}.", param=field)

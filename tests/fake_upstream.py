@@ -1,14 +1,16 @@
-"""A real HTTP server that speaks OpenAI Chat Completions and Anthropic Messages, for tests. Not product code.
+"""A real HTTP server that speaks OpenAI Chat Completions, OpenAI Responses and Anthropic Messages, for tests. Not
+product code.
 
     with FakeUpstream() as fake:
         fake.script(text="Hi", usage=(10, 2, 0))
         OpenAIUpstream("t", base_url=fake.url)             # POST {url}/chat/completions
+        ResponsesUpstream("t", base_url=fake.url)          # POST {url}/responses
         AnthropicUpstream("t", base_url=fake.anthropic_url)  # POST {anthropic_url}/v1/messages
         fake.requests[-1].body                              # what the gateway sent
 
 Each request takes the next scripted Reply, or the default "Hello from fake" answer. The wire shapes follow the
 real services: role in the first chat chunk, a usage chunk with no choices, `data: [DONE]`; Anthropic's named
-events including ping.
+events including ping; the Responses object and its typed, numbered events (response.completed last).
 """
 
 from __future__ import annotations
@@ -31,7 +33,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-Usage = tuple[int, int, int]  # (input, output, cached): prompt_tokens / cached_tokens, or input_tokens / cache_read
+# (input, output, cached): prompt_tokens / cached_tokens, or input_tokens / cache_read; Anthropic takes an optional
+# fourth member, cache writes (cache_creation_input_tokens, else 0).
+Usage = tuple[int, int, int] | tuple[int, int, int, int]
 
 
 @dataclass
@@ -51,6 +55,7 @@ class Reply:
     cut_after: int | None = None  # streaming: close the connection after this many chunks, with no terminator
     fail_after: int | None = None  # streaming: after this many chunks send the provider's error event and end
     model: str | None = None  # default: the model asked for
+    reasoning: list[str] | None = None  # Responses: a reasoning item with these summary parts (and encrypted content)
 
 
 @dataclass
@@ -70,6 +75,8 @@ class FakeUpstream:
         routes = [
             Route("/v1/chat/completions", functools.partial(self._answer, dialect="chat"), methods=["POST"]),
             Route("/v1/messages", functools.partial(self._answer, dialect="messages"), methods=["POST"]),
+            Route("/v1/responses", functools.partial(self._answer, dialect="responses"), methods=["POST"]),
+            Route("/v1/messages/count_tokens", self._count_tokens, methods=["POST"]),
         ]
         self._server = uvicorn.Server(
             uvicorn.Config(
@@ -139,8 +146,32 @@ class FakeUpstream:
             if reply.malformed:
                 return Response(b'{"id": "broken', media_type="application/json", headers=reply.headers)
             return JSONResponse(_WHOLE[dialect](reply, model, usage), headers=reply.headers)
-        include_usage = dialect == "messages" or bool((body.get("stream_options") or {}).get("include_usage"))
+        stream_options = body.get("stream_options") or {}
+        include_usage = dialect in ("messages", "responses") or bool(stream_options.get("include_usage"))
         return _Stream(_STREAMS[dialect](reply, model, usage if include_usage else None), reply, self)
+
+    async def _count_tokens(self, request: Request) -> Any:
+        """Anthropic's POST /v1/messages/count_tokens: a scripted Reply's usage[0], else the words of the system,
+        messages and tools; a Reply with an error status answers Anthropic's error body."""
+        raw = await request.body()
+        try:
+            body = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            body = None
+        peer = f"{request.client.host}:{request.client.port}" if request.client else ""
+        self.requests.append(Received(request.url.path, dict(request.headers), body, peer))
+        reply = self.replies.popleft() if self.replies else Reply()
+        await asyncio.sleep(reply.delay)
+        if reply.status >= 400:
+            return JSONResponse(_messages_error(reply), reply.status, headers=reply.headers)
+        counted = reply.usage[0] if reply.usage else count_words(body or {})
+        return JSONResponse({"input_tokens": counted}, headers=reply.headers)
+
+
+def count_words(body: dict[str, Any]) -> int:
+    """The fake's token count of a Messages body: the words of its system, messages and tools."""
+    counted = {name: body.get(name) for name in ("system", "messages", "tools")}
+    return len(re.findall(r"\w+", orjson.dumps(counted).decode()))
 
 
 class _Stream:
@@ -184,7 +215,7 @@ async def _disconnect(receive: Receive) -> None:
 
 
 def _default_usage(body: dict[str, Any], reply: Reply) -> Usage:
-    prompt = len(re.findall(r"\w+", orjson.dumps(body.get("messages") or []).decode()))
+    prompt = len(re.findall(r"\w+", orjson.dumps(body.get("messages") or body.get("input") or []).decode()))
     return prompt, len(reply.text.split()) + 12 * len(reply.tool_calls), 0
 
 
@@ -220,7 +251,7 @@ _ERROR_TYPES |= {529: "overloaded_error"}
 
 
 def _chat_usage(usage: Usage) -> dict[str, Any]:
-    prompt, completion, cached = usage
+    prompt, completion, cached = usage[:3]
     return {
         "prompt_tokens": prompt,
         "completion_tokens": completion,
@@ -281,10 +312,10 @@ def _chat_error(reply: Reply) -> dict[str, Any]:
 
 
 def _messages_usage(usage: Usage, output: int | None = None) -> dict[str, Any]:
-    tokens, completion, cached = usage
+    tokens, completion, cached = usage[:3]
     return {
         "input_tokens": tokens,
-        "cache_creation_input_tokens": 0,
+        "cache_creation_input_tokens": usage[3] if len(usage) > 3 else 0,
         "cache_read_input_tokens": cached,
         "output_tokens": completion if output is None else output,
     }
@@ -341,9 +372,112 @@ def _messages_error(reply: Reply) -> dict[str, Any]:
     return {"type": "error", "error": {"type": error_type, "message": message}, "request_id": "req_fake"}
 
 
-_WHOLE: dict[str, Callable[[Reply, str, Usage], dict[str, Any]]] = {"chat": _chat_whole, "messages": _messages_whole}
+# --- OpenAI Responses -----------------------------------------------------------------------------------------------
+
+
+def _responses_usage(usage: Usage, reply: Reply) -> dict[str, Any]:
+    tokens, completion, cached = usage[:3]
+    return {
+        "input_tokens": tokens,
+        "input_tokens_details": {"cached_tokens": cached, "cache_write_tokens": usage[3] if len(usage) > 3 else 0},
+        "output_tokens": completion,
+        "output_tokens_details": {"reasoning_tokens": sum(len(part.split()) for part in reply.reasoning or [])},
+        "total_tokens": tokens + completion,
+    }
+
+
+def _responses_items(reply: Reply) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    if reply.reasoning is not None:
+        summary = [{"type": "summary_text", "text": text} for text in reply.reasoning]
+        items.append({"id": "rs_fake", "type": "reasoning", "summary": summary, "encrypted_content": "gAAAA-fake"})
+    if reply.text:
+        part = {"type": "output_text", "text": reply.text, "annotations": [], "logprobs": []}
+        message = {"id": "msg_fake", "type": "message", "status": "completed", "role": "assistant"}
+        items.append({**message, "content": [part]})
+    for i, (call_id, name, arguments) in enumerate(_calls(reply, "call_")):
+        call = {"id": f"fc_fake{i}", "type": "function_call", "status": "completed", "call_id": call_id, "name": name}
+        items.append({**call, "arguments": arguments})
+    return items
+
+
+def _responses_whole(reply: Reply, model: str, usage: Usage) -> dict[str, Any]:
+    """A Response object. `finish` is an incomplete_details reason (max_output_tokens, content_filter); none (or
+    "completed") is a completed response."""
+    done = reply.finish in (None, "completed")
+    return {
+        "id": "resp_fake", "object": "response", "created_at": int(time.time()), "model": model,
+        "status": "completed" if done else "incomplete", "background": False, "error": None,
+        "incomplete_details": None if done else {"reason": reply.finish},
+        "instructions": None, "max_output_tokens": None, "metadata": {}, "output": _responses_items(reply),
+        "parallel_tool_calls": True, "previous_response_id": None, "reasoning": {"effort": None, "summary": None},
+        "store": False, "temperature": 1.0, "text": {"format": {"type": "text"}, "verbosity": "medium"},
+        "tool_choice": "auto", "tools": [], "top_p": 1.0, "truncation": "disabled",
+        "usage": _responses_usage(usage, reply),
+    }  # fmt: skip
+
+
+def _responses_stream(reply: Reply, model: str, usage: Usage | None) -> list[bytes]:
+    whole = _responses_whole(reply, model, usage or (0, 0, 0))
+    start = {**whole, "status": "in_progress", "incomplete_details": None, "output": [], "usage": None}
+    events: list[dict[str, Any]] = [
+        {"type": "response.created", "response": start},
+        {"type": "response.in_progress", "response": start},
+    ]
+    for index, item in enumerate(whole["output"]):
+        events += _responses_item_events(index, item)
+    events.append({"type": f"response.{whole['status']}", "response": whole})
+    events = [{**event, "sequence_number": n} for n, event in enumerate(events)]
+    failed = {**start, "status": "failed", "error": {"code": "server_error", "message": reply.error or "fake error"}}
+    events.append({"type": "response.failed", "response": failed, "sequence_number": len(events)})
+    return [_sse(event, event["type"]) for event in events]
+
+
+def _responses_item_events(index: int, item: dict[str, Any]) -> list[dict[str, Any]]:
+    """An output item's events: added (empty), its deltas and their done events, then done (whole)."""
+    at = {"item_id": item["id"], "output_index": index}
+    events: list[dict[str, Any]]
+    if item["type"] == "reasoning":
+        events = [{"type": "response.output_item.added", "output_index": index, "item": {**item, "summary": []}}]
+        for n, part in enumerate(item["summary"]):
+            summary = {**at, "summary_index": n}
+            events.append({"type": "response.reasoning_summary_part.added", **summary, "part": {**part, "text": ""}})
+            events += [{"type": "response.reasoning_summary_text.delta", **summary, "delta": piece}
+                       for piece in _pieces(part["text"])]  # fmt: skip
+            events.append({"type": "response.reasoning_summary_text.done", **summary, "text": part["text"]})
+            events.append({"type": "response.reasoning_summary_part.done", **summary, "part": part})
+    elif item["type"] == "message":
+        part = item["content"][0]
+        added = {**item, "status": "in_progress", "content": []}
+        events = [{"type": "response.output_item.added", "output_index": index, "item": added}]
+        events.append({"type": "response.content_part.added", **at, "content_index": 0, "part": {**part, "text": ""}})
+        events += [{"type": "response.output_text.delta", **at, "content_index": 0, "delta": piece, "logprobs": []}
+                   for piece in _pieces(part["text"])]  # fmt: skip
+        events.append({"type": "response.output_text.done", **at, "content_index": 0, "text": part["text"],
+                       "logprobs": []})  # fmt: skip
+        events.append({"type": "response.content_part.done", **at, "content_index": 0, "part": part})
+    else:
+        added = {**item, "status": "in_progress", "arguments": ""}
+        events = [{"type": "response.output_item.added", "output_index": index, "item": added}]
+        events += [{"type": "response.function_call_arguments.delta", **at, "delta": piece}
+                   for piece in _arg_pieces(item["arguments"])]  # fmt: skip
+        events.append({"type": "response.function_call_arguments.done", **at, "arguments": item["arguments"],
+                       "name": item["name"]})  # fmt: skip
+    return [*events, {"type": "response.output_item.done", "output_index": index, "item": item}]
+
+
+_WHOLE: dict[str, Callable[[Reply, str, Usage], dict[str, Any]]] = {
+    "chat": _chat_whole,
+    "messages": _messages_whole,
+    "responses": _responses_whole,
+}
 _STREAMS: dict[str, Callable[[Reply, str, Usage | None], list[bytes]]] = {
     "chat": _chat_stream,
     "messages": _messages_stream,
+    "responses": _responses_stream,
 }
-_ERRORS: dict[str, Callable[[Reply], dict[str, Any]]] = {"chat": _chat_error, "messages": _messages_error}
+_ERRORS: dict[str, Callable[[Reply], dict[str, Any]]] = {
+    "chat": _chat_error,
+    "messages": _messages_error,
+    "responses": _chat_error,  # OpenAI's one error body
+}

@@ -4,19 +4,49 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx2
+import openai
+import openai.types.chat as openai_chat
+import orjson
 import pytest
+from openai.types.chat import completion_create_params
+from pydantic import TypeAdapter
 
 from generated import models as g
 from handlers.errors import ApiError
-from handlers.inference.canonical import Message, Text, Tool, ToolCall, ToolChoice, ToolResult, Unknown
+from handlers.inference.canonical import (
+    CacheMark,
+    Document,
+    Event,
+    Finish,
+    FinishReason,
+    Image,
+    Message,
+    OutputFormat,
+    Request,
+    Result,
+    Text,
+    TextDelta,
+    Thinking,
+    ThinkingDelta,
+    Tool,
+    ToolCall,
+    ToolCallStart,
+    ToolChoice,
+    ToolResult,
+    Unknown,
+    Usage,
+    UsageReport,
+)
 from handlers.inference.formats import chat
+from handlers.inference.formats.base import Traits, UpstreamOptions
 from tests.formats_support import ANSWER, RESULTS, USER, bad, parse, render
 
 # --- parse ---------------------------------------------------------------------------------------------------------
 
 
 def test_chat_parse_content_and_roles() -> None:
-    image = {"type": "image_url", "image_url": {"url": "data:,"}}
+    image = {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}}
     request = parse(
         "chat",
         {
@@ -38,7 +68,7 @@ def test_chat_parse_content_and_roles() -> None:
     )
     assert request.system == "Be terse.\n\nUse metric."
     assert request.messages == [
-        Message("user", [Text("Look: "), Unknown(image, "chat"), Text("ok?")]),
+        Message("user", [Text("Look: "), Image(url="https://example.com/cat.png"), Text("ok?")]),
         Message("assistant", [ToolCall("c1", "f", '{"a":1}')]),
         Message("tool", [ToolResult("c1", "42")]),
     ]
@@ -166,3 +196,479 @@ def test_render_chat() -> None:
     finishes = [render("chat", RESULTS[c])["choices"][0]["finish_reason"] for c in ("length", "filter", "unknown")]
     assert finishes == ["length", "content_filter", "stop"]
     assert render("chat", RESULTS["unknown"])["choices"][0]["message"]["content"] == ""
+
+
+# --- parse: what canonical carries ---------------------------------------------------------------------------------
+
+PNG = "iVBORw0KGgo="
+PDF = "JVBERi0xLjQ="
+EPHEMERAL = {"type": "ephemeral"}
+
+
+def test_chat_parse_images_files_and_audio() -> None:
+    audio = {"type": "input_audio", "input_audio": {"data": "UklG", "format": "wav"}}
+    content = [
+        {"type": "image_url", "image_url": {"url": "https://example.com/a.png", "detail": "high"}},
+        {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG}"}},
+        {"type": "image_url", "image_url": "https://example.com/b.png"},  # the early shorthand
+        {"type": "file", "file": {"file_data": f"data:application/pdf;base64,{PDF}", "filename": "a.pdf"}},
+        {"type": "file", "file": {"file_id": "file-abc"}},
+        audio,
+    ]
+    request = parse("chat", {"messages": [{"role": "user", "content": content}]})
+    assert request.messages[0].content == [
+        Image(url="https://example.com/a.png", detail="high"),
+        Image(data=PNG, media_type="image/png"),
+        Image(url="https://example.com/b.png"),
+        Document(data=PDF, media_type="application/pdf", filename="a.pdf"),
+        Document(file_id="file-abc"),
+        Unknown(audio, "chat"),
+    ]
+
+
+def test_chat_parse_cache_marks_on_parts_messages_tools_and_system() -> None:
+    tool = {"type": "function", "function": {"name": "f"}, "cache_control": {"type": "ephemeral", "ttl": "1h"}}
+    request = parse(
+        "chat",
+        {
+            "messages": [
+                {"role": "system", "content": [{"type": "text", "text": "Rules.", "cache_control": EPHEMERAL}]},
+                {"role": "developer", "content": "Be kind."},
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "text", "text": "a", "prompt_cache_breakpoint": {"mode": "explicit"}},
+                        {"type": "image_url", "image_url": {"url": "https://x/i.png"}, "cache_control": EPHEMERAL},
+                    ],
+                },
+                {"role": "assistant", "content": "b", "cache_control": EPHEMERAL},  # on the message: its last block
+                {"role": "tool", "tool_call_id": "c", "content": "r", "cache_control": EPHEMERAL},
+            ],
+            "tools": [tool],
+        },
+    )
+    assert (request.system, request.system_parts) == (
+        "Rules.\n\nBe kind.",
+        [Text("Rules.", CacheMark()), Text("Be kind.")],
+    )
+    assert request.messages == [
+        Message("user", [Text("a", CacheMark()), Image(url="https://x/i.png", cache=CacheMark())]),
+        Message("assistant", [Text("b", CacheMark())]),
+        Message("tool", [ToolResult("c", "r", CacheMark())]),
+    ]
+    assert request.tools == [Tool("f", None, {}, tool, "chat", CacheMark("1h"))]
+    assert parse("chat", {"messages": [{"role": "system", "content": "plain"}, *USER]}).system_parts is None
+
+
+@pytest.mark.parametrize(
+    ("response_format", "output"),
+    [
+        (
+            {"type": "json_schema", "json_schema": {"name": "w", "schema": {"type": "object"}, "strict": True,
+                                                    "description": "d"}},
+            OutputFormat("json_schema", {"type": "object"}, "w", True, "d"),
+        ),
+        ({"type": "json_schema", "json_schema": {"name": "w"}}, OutputFormat("json_schema", name="w")),
+        ({"type": "json_object"}, OutputFormat("json_object")),
+        ({"type": "text"}, None),
+        (None, None),
+    ],
+)  # fmt: skip
+def test_chat_parse_structured_output(response_format: dict[str, Any] | None, output: OutputFormat | None) -> None:
+    request = parse("chat", {"messages": USER, "response_format": response_format})
+    assert (request.output, request.response_format, request.extra) == (output, response_format, {})
+
+
+def test_chat_parse_a_server_specific_response_format_is_kept_for_chat_upstreams_only() -> None:
+    tag = {"type": "structural_tag", "structures": []}
+    request = parse("chat", {"messages": USER, "response_format": tag})
+    assert request.output is None and request.extra == {"response_format": tag}
+
+
+def test_chat_parse_reasoning_and_refusals_of_assistant_turns() -> None:
+    messages = [
+        *USER,
+        {"role": "assistant", "content": "42", "reasoning_content": "Think."},
+        {"role": "assistant", "content": [{"type": "refusal", "refusal": "No."}], "reasoning": "Hm."},
+        {"role": "assistant", "content": None, "refusal": "Never."},
+    ]
+    turns = parse("chat", {"messages": messages}).messages[1:]
+    assert [turn.content for turn in turns] == [
+        [Thinking("Think.", format="chat"), Text("42")],
+        [Thinking("Hm.", format="chat"), Text("No.")],
+        [Text("Never.")],
+    ]
+
+
+EVERY_EXTRA: dict[str, Any] = {
+    "n": 1, "logit_bias": {"50256": -100}, "logprobs": True, "top_logprobs": 2, "frequency_penalty": 0.5,
+    "presence_penalty": -0.5, "audio": {"voice": "alloy", "format": "wav"}, "modalities": ["text", "audio"],
+    "prediction": {"type": "content", "content": "x"}, "web_search_options": {}, "verbosity": "low",
+    "moderation": {"model": "omni"}, "store": True, "metadata": {"k": "v"}, "user": "u", "safety_identifier": "s",
+    "service_tier": "flex", "prompt_cache_key": "p", "prompt_cache_retention": "24h",
+    "prompt_cache_options": {"ttl": "30m"}, "parallel_tool_calls": False,
+}  # fmt: skip
+
+
+def test_chat_parse_keeps_every_declared_field_it_does_not_model_in_extra_and_the_whole_body() -> None:
+    body = {"messages": USER, "max_tokens": 12, "seed": 3, "temperature": 1, "not_a_chat_field": [1], **EVERY_EXTRA}
+    request = parse("chat", body)
+    assert request.extra == EVERY_EXTRA  # an undeclared field is not the format's: no other kind hears of it
+    assert request.body == body  # as sent; integers stay integers
+    assert all(type(request.body[k]) is int for k in ("max_tokens", "seed", "n", "top_logprobs"))
+    assert (request.max_tokens, request.seed) == (12, 3)
+
+
+def test_chat_parse_legacy_functions_are_tools_and_their_choice() -> None:
+    spec = {"name": "f", "description": "d", "parameters": {"type": "object"}}
+    request = parse("chat", {"messages": USER, "functions": [spec], "function_call": {"name": "f"}})
+    assert request.tools == [Tool("f", "d", {"type": "object"}, {"type": "function", "function": spec}, "chat")]
+    assert request.tool_choice == ToolChoice("tool", {"name": "f"}, "chat", name="f")
+    assert request.extra == {}
+    auto = parse("chat", {"messages": USER, "functions": [spec], "function_call": "auto"})
+    assert auto.tool_choice == ToolChoice("auto", "auto", "chat")
+    # With a tool_choice as well, or in a form canonical has no words for, function_call stays the format's own.
+    both = parse("chat", {"messages": USER, "functions": [spec], "function_call": "none", "tool_choice": "auto"})
+    assert (both.tool_choice.mode if both.tool_choice else None, both.extra) == ("auto", {"function_call": "none"})
+    odd = parse("chat", {"messages": USER, "function_call": {"nom": "f"}})
+    assert (odd.tool_choice, odd.extra) == (None, {"function_call": {"nom": "f"}})
+
+
+@pytest.mark.parametrize(
+    ("content", "param"),
+    [
+        ([{"type": "image_url"}], "messages.0.content.0.image_url"),
+        ([{"type": "image_url", "image_url": {"detail": "low"}}], "messages.0.content.0.image_url.url"),
+        ([{"type": "image_url", "image_url": {"url": "data:image/png,abc"}}], "messages.0.content.0.image_url.url"),
+        ([{"type": "image_url", "image_url": {"url": "data:;base64,abc"}}], "messages.0.content.0.image_url.url"),
+        ([{"type": "image_url", "image_url": {"url": "https://x", "detail": 1}}],
+         "messages.0.content.0.image_url.detail"),
+        ([{"type": "file", "file": "x"}], "messages.0.content.0.file"),
+        ([{"type": "file", "file": {"filename": "a.pdf"}}], "messages.0.content.0.file"),
+        ([{"type": "file", "file": {"file_data": PDF}}], "messages.0.content.0.file.file_data"),
+        ([{"type": "file", "file": {"file_id": 5}}], "messages.0.content.0.file.file_id"),
+        ([{"type": "file", "file": {"file_id": "f", "filename": 5}}], "messages.0.content.0.file.filename"),
+        ([{"type": "text", "text": "x", "cache_control": {"type": "persistent"}}],
+         "messages.0.content.0.cache_control"),
+        ([{"type": "text", "text": "x", "cache_control": {"type": "ephemeral", "ttl": 5}}],
+         "messages.0.content.0.cache_control"),
+        ([{"type": "text", "text": "x", "prompt_cache_breakpoint": {}}],
+         "messages.0.content.0.prompt_cache_breakpoint"),
+    ],
+)  # fmt: skip
+def test_chat_parse_bad_parts_name_the_field(content: list[Any], param: str) -> None:
+    assert bad("chat", {"messages": [{"role": "user", "content": content}]}).param == param
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"response_format": {"type": "json_schema"}}, "response_format.json_schema"),
+        ({"response_format": {"type": "json_schema", "json_schema": {"schema": "x"}}},
+         "response_format.json_schema.schema"),
+        ({"messages": [{"role": "assistant", "content": "x", "reasoning_content": 1}]}, "messages.0.reasoning_content"),
+        ({"messages": [{"role": "user", "content": "x", "cache_control": "ephemeral"}]}, "messages.0.cache_control"),
+        ({"tools": [{"type": "function", "function": {"name": "f"}, "cache_control": {}}]}, "tools.0.cache_control"),
+        ({"n": 0}, "n"),
+        ({"n": 2.0}, "n"),
+        ({"top_logprobs": 21}, "top_logprobs"),
+        ({"frequency_penalty": 3}, "frequency_penalty"),
+        ({"user": 5}, "user"),
+    ],
+)  # fmt: skip
+def test_chat_parse_bad_fields_name_the_field(body: dict[str, Any], param: str) -> None:
+    assert bad("chat", {"messages": USER, **body}).param == param
+
+
+# --- render: what a chat caller gets ---------------------------------------------------------------------------------
+
+THOUGHTFUL = Result(
+    [Thinking("First, ", signature="sig", format="messages"), Thinking("then."), Text("Done.")],
+    FinishReason.STOP,
+    Usage(100, 10, cached_input_tokens=60, cache_write_tokens=30),
+)
+
+
+def test_render_chat_reasoning_and_cache_usage_in_the_sdk_types() -> None:
+    rendered = render("chat", THOUGHTFUL)
+    g.ChatCompletion.model_validate(rendered)
+    sdk = openai_chat.ChatCompletion.model_validate(rendered)
+    message = sdk.choices[0].message
+    assert (message.content, getattr(message, "reasoning_content", None)) == ("Done.", "First, \n\nthen.")
+    assert sdk.usage is not None and sdk.usage.prompt_tokens_details is not None
+    assert (sdk.usage.prompt_tokens, sdk.usage.prompt_tokens_details.cached_tokens) == (100, 60)
+    assert sdk.usage.prompt_tokens_details.cache_write_tokens == 30
+    assert "reasoning_content" not in render("chat", RESULTS["text"])["choices"][0]["message"]
+
+
+def _chat_stream(events: list[Event], request: Request | None = None) -> bytes:
+    renderer = chat.StreamRenderer(
+        ANSWER, request or parse("chat", {"messages": USER, "stream": True, "stream_options": {"include_usage": True}})
+    )
+    return renderer.start() + b"".join(renderer.event(ev) for ev in events) + renderer.finish()
+
+
+THINKING_STREAM: list[Event] = [
+    ThinkingDelta("First, ", format="messages"),
+    ThinkingDelta(signature="sig", format="messages"),
+    TextDelta("Hmm"),
+    ThinkingDelta("then."),  # a second thinking block
+    TextDelta(" done."),
+    Finish(FinishReason.STOP),
+    UsageReport(Usage(100, 10, 60, 30)),
+]
+
+
+def test_chat_stream_reasoning_deltas_through_the_sdk() -> None:
+    body = _chat_stream(THINKING_STREAM)
+    chunks = [orjson.loads(line[6:]) for line in body.decode().split("\n\n") if line.startswith("data: {")]
+    for chunk in chunks:
+        openai_chat.ChatCompletionChunk.model_validate(chunk)
+    deltas = [c["choices"][0]["delta"] for c in chunks if c["choices"]]
+    assert [d["reasoning_content"] for d in deltas if "reasoning_content" in d] == ["First, ", "\n\nthen."]
+
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(200, content=body, headers={"content-type": "text/event-stream"})
+
+    client = openai.OpenAI(
+        api_key="k",
+        base_url="http://gateway/v1",
+        max_retries=0,
+        http_client=httpx2.Client(transport=httpx2.MockTransport(answer)),
+    )
+    with client.chat.completions.stream(model="m", messages=USER) as events:  # type: ignore[arg-type]
+        final = events.get_final_completion()
+    message = final.choices[0].message
+    assert (message.content, getattr(message, "reasoning_content", None)) == ("Hmm done.", "First, \n\nthen.")
+    assert final.usage is not None and final.usage.prompt_tokens_details is not None
+    assert final.usage.prompt_tokens_details.cached_tokens == 60
+
+
+# --- upstream body: a chat caller's own body, passed through ---------------------------------------------------------
+
+REASONING = Traits(reasoning=True)
+PLAIN = Traits()
+OPTIONS = UpstreamOptions()
+
+
+def sdk_checked(body: dict[str, Any]) -> dict[str, Any]:
+    """`body` through the SDK's own request type, every message and part included (the SDK validates lazily)."""
+    TypeAdapter(completion_create_params.CompletionCreateParamsNonStreaming).validate_python(body)
+    message_type = TypeAdapter(openai_chat.ChatCompletionMessageParam)
+    for message in body["messages"]:
+        checked: Any = message_type.validate_python(message)
+        if not isinstance(checked.get("content"), str | None):
+            list(checked["content"])
+        list(checked.get("tool_calls") or [])
+    return body
+
+
+def test_chat_passthrough_keeps_every_chat_field_as_sent_and_drops_what_no_format_defines() -> None:
+    messages = [
+        {"role": "system", "content": [{"type": "text", "text": "Rules.", "cache_control": EPHEMERAL}]},
+        {
+            "role": "user",
+            "content": [{"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG}"}}],
+            "name": "ann",
+        },
+        {"role": "assistant", "content": "x", "reasoning_content": "Think."},
+    ]
+    tools = [{"type": "custom", "custom": {"name": "grammar"}}]
+    body = {"model": "alias", "messages": messages, "tools": tools, "tool_choice": {"type": "allowed_tools"},
+            "stream": True, "stream_options": {"include_usage": False}, "temperature": 0.3, "seed": 1.5,
+            "response_format": {"type": "json_object"}, "not_a_chat_field": 1, **EVERY_EXTRA}  # fmt: skip
+    sent = chat.upstream_body(parse("chat", body), "gpt-up", OPTIONS, PLAIN)
+    expected = {k: v for k, v in body.items() if k not in {"stream", "stream_options", "not_a_chat_field"}}
+    assert sent == {**expected, "model": "gpt-up"}
+    kept = chat.upstream_body(parse("chat", body), "gpt-up", UpstreamOptions(passthrough=True), PLAIN)
+    assert kept["not_a_chat_field"] == 1 and "stream" not in kept
+
+
+@pytest.mark.parametrize(
+    ("fields", "traits", "expected"),
+    [
+        ({"max_tokens": 50}, PLAIN, {"max_tokens": 50}),
+        ({"max_completion_tokens": 50}, PLAIN, {"max_tokens": 50}),
+        ({"max_tokens": 50.0}, REASONING, {"max_completion_tokens": 50}),
+        ({"max_completion_tokens": 50, "reasoning_effort": "xhigh"}, REASONING,
+         {"max_completion_tokens": 50, "reasoning_effort": "xhigh"}),
+        ({"reasoning_effort": "high"}, PLAIN, {}),  # routing read it; a model that takes no effort never sees it
+        ({}, REASONING, {}),
+    ],
+)  # fmt: skip
+def test_chat_passthrough_rewrites_the_token_limit_and_the_effort(
+    fields: dict[str, Any], traits: Traits, expected: dict[str, Any]
+) -> None:
+    request = parse("chat", {"messages": USER, **fields})
+    request.effort = "high" if "reasoning_effort" in fields else None  # the relay's normalised tier
+    sent = chat.upstream_body(request, "m", OPTIONS, traits)
+    owned = {"max_tokens", "max_completion_tokens", "reasoning_effort"}
+    assert {k: v for k, v in sent.items() if k in owned} == expected
+    assert all(type(v) is int for k, v in sent.items() if k.startswith("max_"))
+
+
+def test_chat_effort_from_routing_reaches_a_reasoning_model() -> None:
+    request = Request(format="messages", messages=[Message("user", [Text("hi")])], effort="low", max_tokens=9)
+    assert chat.upstream_body(request, "o", OPTIONS, REASONING) == sdk_checked(
+        {"model": "o", "messages": [{"role": "user", "content": "hi"}], "max_completion_tokens": 9,
+         "reasoning_effort": "low"}
+    )  # fmt: skip
+    assert "reasoning_effort" not in chat.upstream_body(request, "o", OPTIONS, PLAIN)
+
+
+@pytest.mark.parametrize("n", [2, 128])
+def test_chat_more_than_one_choice_is_refused(n: int) -> None:
+    with pytest.raises(ApiError) as caught:
+        chat.upstream_body(parse("chat", {"messages": USER, "n": n}), "m", OPTIONS, PLAIN)
+    assert (caught.value.status, caught.value.code, caught.value.param) == (400, "unsupported_parameter", "n")
+    assert chat.upstream_body(parse("chat", {"messages": USER, "n": 1}), "m", OPTIONS, PLAIN)["n"] == 1
+
+
+# --- upstream body: another format's request, rendered from canonical ------------------------------------------------
+
+
+def other(fmt: str = "messages", **fields: Any) -> Request:
+    """A request from another format (canonical only: no caller body a chat upstream could take as it is)."""
+    fields.setdefault("messages", [Message("user", [Text("hi")])])
+    return Request(format=fmt, **fields)  # type: ignore[arg-type]
+
+
+def test_chat_renders_images_documents_and_reasoning_from_another_format() -> None:
+    marked = CacheMark("1h")
+    request = other(
+        system="Rules.",
+        system_parts=[Text("Rules.", marked)],
+        messages=[
+            Message("user", [
+                Text("See", marked),
+                Image(url="https://x/a.png", detail="low", cache=marked),
+                Image(data=PNG, media_type="image/png"),
+                Document(data=PDF, media_type="application/pdf", cache=marked),
+                Document(data="aGk=", media_type="text/plain", filename="notes.txt"),
+            ]),
+            Message("assistant", [Thinking("Mine.", format="chat"), Thinking("Claude's.", "sig", format="messages"),
+                                  Text("Seen."), ToolCall("c1", "f", "{}", marked)]),
+            Message("tool", [ToolResult("c1", "ok", marked)]),
+        ],
+        tools=[Tool("f", "d", {"type": "object"}, {"name": "f"}, "messages", marked)],
+    )  # fmt: skip
+    sent = sdk_checked(chat.upstream_body(request, "m", OPTIONS, PLAIN))
+    assert sent["messages"] == [
+        {"role": "system", "content": "Rules."},
+        {"role": "user", "content": [
+            {"type": "text", "text": "See"},
+            {"type": "image_url", "image_url": {"url": "https://x/a.png", "detail": "low"}},
+            {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG}"}},
+            {"type": "file", "file": {"filename": "document.pdf", "file_data": f"data:application/pdf;base64,{PDF}"}},
+            {"type": "file", "file": {"filename": "notes.txt", "file_data": "data:text/plain;base64,aGk="}},
+        ]},
+        {"role": "assistant", "content": "Seen.", "reasoning_content": "Mine.",
+         "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+    ]  # fmt: skip
+    # OpenAI caches prompt prefixes by itself: a cache mark has no words here.
+    assert b"cache_control" not in orjson.dumps(sent)
+    assert sent["tools"] == [{"type": "function", "function": {"name": "f", "description": "d",
+                                                                "parameters": {"type": "object"}}}]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("output", "response_format"),
+    [
+        (OutputFormat("json_schema", {"type": "object"}, "weather", True, "d"),
+         {"type": "json_schema", "json_schema": {"name": "weather", "description": "d", "schema": {"type": "object"},
+                                                 "strict": True}}),
+        (OutputFormat("json_schema", {"type": "object"}),
+         {"type": "json_schema", "json_schema": {"name": "output", "schema": {"type": "object"}}}),
+        (OutputFormat("json_object"), {"type": "json_object"}),
+    ],
+)  # fmt: skip
+def test_chat_renders_structured_output_as_response_format(output: OutputFormat, response_format: Any) -> None:
+    sent = sdk_checked(chat.upstream_body(other("responses", output=output), "m", OPTIONS, PLAIN))
+    assert sent["response_format"] == response_format
+
+
+@pytest.mark.parametrize(
+    ("fmt", "block", "param"),
+    [
+        ("messages", Image(file_id="file_1"), "image.file_id"),
+        ("messages", Document(url="https://x/a.pdf"), "document.url"),
+        ("messages", Document(file_id="file_1"), "document.file_id"),
+        ("responses", Unknown({"type": "input_audio"}, "responses"), "input_audio"),
+        ("messages", Unknown({"type": "search_result"}, "messages"), "search_result"),
+    ],
+)
+def test_chat_refuses_what_it_has_no_words_for(fmt: str, block: Any, param: str) -> None:
+    with pytest.raises(ApiError) as caught:
+        chat.upstream_body(other(fmt, messages=[Message("user", [block])]), "m", OPTIONS, PLAIN)
+    assert (caught.value.status, caught.value.code, caught.value.param) == (400, "unsupported_parameter", param)
+    assert "openai upstream" in caught.value.message
+
+
+def test_chat_takes_a_responses_callers_openai_file_by_id() -> None:
+    request = other("responses", messages=[Message("user", [Document(file_id="file-1", filename="a.pdf")])])
+    sent = sdk_checked(chat.upstream_body(request, "m", OPTIONS, PLAIN))
+    assert sent["messages"][0]["content"] == [{"type": "file", "file": {"file_id": "file-1", "filename": "a.pdf"}}]
+
+
+def test_chat_leaves_out_advisory_fields_and_refuses_the_rest(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The caller's format says which of its fields are advisory or inert; any other is refused by name."""
+    from handlers.inference.formats import messages
+
+    monkeypatch.setattr(messages, "ADVISORY", frozenset({"metadata"}), raising=False)
+    monkeypatch.setattr(messages, "INERT", {"mcp_servers": []}, raising=False)
+    sent = chat.upstream_body(other(extra={"metadata": {"user_id": "u"}, "mcp_servers": [], "top_k": None}), "m",
+                              OPTIONS, PLAIN)  # fmt: skip
+    assert set(sent) == {"model", "messages"}
+    with pytest.raises(ApiError) as caught:
+        chat.upstream_body(other(extra={"top_k": 5}), "m", OPTIONS, PLAIN)
+    assert (caught.value.code, caught.value.param) == ("unsupported_parameter", "top_k")
+
+
+def test_chat_sets_are_what_another_kind_leaves_out_of_a_chat_request() -> None:
+    request = parse("chat", {"messages": USER, "user": "u", "metadata": {}, "n": 1, "logprobs": False, "store": False})
+    assert all(k in chat.ADVISORY or chat.INERT.get(k, object()) == v for k, v in request.extra.items())
+    refused = parse("chat", {"messages": USER, "logit_bias": {"1": 5}, "n": 2, "store": True, "verbosity": "low"})
+    assert not any(k in chat.ADVISORY or chat.INERT.get(k, object()) == v for k, v in refused.extra.items())
+
+
+# --- upstream answers ------------------------------------------------------------------------------------------------
+
+
+def test_chat_upstream_result_reads_reasoning_and_cache_usage() -> None:
+    usage = {"prompt_tokens": 100, "completion_tokens": 9, "total_tokens": 109,
+             "prompt_tokens_details": {"cached_tokens": 60, "cache_write_tokens": 30}}  # fmt: skip
+    message = {"role": "assistant", "content": "42", "reasoning_content": "Think."}
+    payload = {"id": "x", "model": "deepseek", "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+               "usage": usage}  # fmt: skip
+    assert chat.upstream_result(payload) == Result(
+        [Thinking("Think.", format="chat"), Text("42")], FinishReason.STOP, Usage(100, 9, 60, 30), "deepseek"
+    )
+    message = {"role": "assistant", "content": "42", "reasoning": "Hm."}  # OpenRouter's and newer vLLM's word
+    deepseek = {"prompt_tokens": 10, "completion_tokens": 1, "prompt_cache_hit_tokens": 8}
+    payload = {"choices": [{"message": message, "finish_reason": "stop"}], "usage": deepseek}
+    result = chat.upstream_result(payload)
+    assert (result.content[0], result.usage) == (Thinking("Hm.", format="chat"), Usage(10, 1, 8))
+
+
+def test_chat_upstream_reader_reads_reasoning_deltas() -> None:
+    reader = chat.UpstreamReader()
+    chunks = [
+        {"choices": [{"index": 0, "delta": {"role": "assistant", "content": None, "reasoning_content": "Th"}}]},
+        {"choices": [{"index": 0, "delta": {"reasoning": "ink."}}]},
+        {"choices": [{"index": 0, "delta": {"content": "42"}}]},
+        {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "c", "function": {"name": "f"}}]}}]},
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
+        {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 2,
+                                  "prompt_tokens_details": {"cached_tokens": 3}}},
+    ]  # fmt: skip
+    events = [ev for chunk in chunks for ev in reader.read("message", orjson.dumps(chunk).decode())]
+    assert events == [
+        ThinkingDelta("Th", format="chat"),
+        ThinkingDelta("ink.", format="chat"),
+        TextDelta("42"),
+        ToolCallStart(0, "c", "f"),
+        Finish(FinishReason.TOOL_CALLS),
+        UsageReport(Usage(5, 2, 3)),
+    ]
+    assert not reader.done and reader.read("message", "[DONE]") == [] and reader.done

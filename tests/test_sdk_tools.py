@@ -157,8 +157,10 @@ def test_tool_results_reach_the_upstream_in_its_format(clients: Clients, fake: F
         assert result == {"role": "tool", "tool_call_id": "call_7", "content": "18C and sunny"}
     else:
         assert body["system"] == SYSTEM
+        # A Messages caller's body passes through as written (its string content stays a string).
+        prompt = PROMPT if fmt == "messages" else [{"type": "text", "text": PROMPT}]
         assert body["messages"] == [
-            {"role": "user", "content": [{"type": "text", "text": PROMPT}]},
+            {"role": "user", "content": prompt},
             {"role": "assistant", "content": [{"type": "tool_use", "id": "call_7", "name": "get_weather",
                                                "input": {"city": "Paris"}}]},
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "call_7", "content": "18C and sunny"}]},

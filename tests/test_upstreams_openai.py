@@ -10,6 +10,7 @@ import pytest
 from handlers.inference.canonical import (
     Finish,
     FinishReason,
+    Message,
     Request,
     Result,
     Text,
@@ -18,10 +19,14 @@ from handlers.inference.canonical import (
     ToolCallDelta,
     ToolCallStart,
     ToolChoice,
+    Unknown,
     Usage,
     UsageReport,
 )
+from handlers.inference.formats import messages
+from handlers.inference.formats.base import Traits
 from tests.fake_upstream import FakeUpstream
+from tests.formats_support import parse
 from tests.upstream_support import (
     HELLO,
     KEY,
@@ -37,14 +42,57 @@ from tests.upstream_support import (
 
 # --- OpenAI: what we send -------------------------------------------------------------------------------------------
 
+SPEAKS = {"openai": "chat", "anthropic": "messages"}
+
+
+def speakable(kind: str, request: Request) -> Request:
+    """`request` without the parts only its own format has, which an upstream of another format refuses."""
+    own = SPEAKS[kind]
+    request.messages = [
+        Message(m.role, [b for b in m.content if not isinstance(b, Unknown) or b.format == own])
+        for m in request.messages
+    ]
+    return request
+
+
+async def test_openai_passes_a_chat_callers_body_through(fake: FakeUpstream, build: Build) -> None:
+    """Same format: the caller's body as sent, with the upstream's model, the token limit and the streaming fields
+    the gateway owns; a field no format defines is dropped."""
+    body = {
+        "model": "fast",
+        "messages": [
+            {"role": "system", "content": [{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}]},
+            {"role": "user", "content": [{"type": "input_audio", "input_audio": {"data": "UklG", "format": "wav"}}]},
+        ],
+        "max_tokens": 50, "logit_bias": {"1": 2}, "user": "u-1", "reasoning_effort": "low", "n": 1,
+        "tools": [{"type": "custom", "custom": {"name": "grammar"}}], "tool_choice": "required",
+        "stream": True, "stream_options": {"include_usage": False}, "not_a_field": True,
+    }  # fmt: skip
+    request = parse("chat", body)
+    await build("openai").complete(request, "gpt-test", Traits(reasoning=True))
+    await events(build("openai"), request)
+    owned = {"stream", "stream_options", "not_a_field", "max_tokens", "reasoning_effort"}
+    kept = {k: v for k, v in body.items() if k not in owned}
+    whole, streamed = fake.requests[0].body, fake.requests[1].body
+    assert whole == {**kept, "model": "gpt-test", "max_completion_tokens": 50, "reasoning_effort": "low"}
+    # Not a reasoning model: max_tokens, and no effort (it was for routing only).
+    assert streamed == {
+        **kept,
+        "model": "m",
+        "max_tokens": 50,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+
 
 async def test_openai_translates_a_chat_request(fake: FakeUpstream, build: Build) -> None:
-    request = conversation(
+    """A chat request the gateway built itself (no caller body) is rendered from canonical, its own fields kept."""
+    request = speakable("openai", conversation(
         "chat",
         max_tokens=50, temperature=0.2, top_p=0.9, stop=["END"], seed=7,
         tool_choice=ToolChoice("auto", "auto", "chat"), response_format={"type": "json_object"},
         extra={"user": "u-1", "model": "not-this", "messages": [], "logit_bias": {"1": 2}},
-    )  # fmt: skip
+    ))  # fmt: skip
     await build("openai", headers={"x-org": "acme"}).complete(request, "gpt-test")
     sent = fake.requests[0]
     assert sent.path == "/v1/chat/completions"
@@ -82,9 +130,12 @@ async def test_openai_translates_a_chat_request(fake: FakeUpstream, build: Build
     }  # fmt: skip
 
 
-async def test_openai_forwards_caller_specifics_only_for_chat_callers(fake: FakeUpstream, build: Build) -> None:
+async def test_openai_forwards_caller_specifics_only_for_chat_callers(
+    fake: FakeUpstream, build: Build, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(messages, "ADVISORY", frozenset({"metadata"}), raising=False)  # Messages says so of it
     choice = ToolChoice(None, {"type": "allowed_tools"}, "messages")  # a choice chat has no words for
-    request = conversation("messages", tool_choice=choice, extra={"metadata": {"user_id": "x"}})
+    request = speakable("openai", conversation("messages", tool_choice=choice, extra={"metadata": {"user_id": "x"}}))
     await build("openai", api_key=None).complete(request, "m")
     body, headers = fake.requests[0].body, fake.requests[0].headers
     assert "tool_choice" not in body and "metadata" not in body and "authorization" not in headers
@@ -112,7 +163,7 @@ CROSS_CHOICES = [  # a tool choice from another format -> what the upstream rece
 async def test_a_tool_choice_from_another_format_is_translated(
     fake: FakeUpstream, build: Build, kind: str, choice: ToolChoice, expected: tuple[Any, Any]
 ) -> None:
-    await build(kind).complete(conversation(choice.format, tool_choice=choice), "m")
+    await build(kind).complete(speakable(kind, conversation(choice.format, tool_choice=choice)), "m")
     body = fake.requests[0].body
     assert (body.get("tool_choice"), body.get("parallel_tool_calls")) == expected
 

@@ -23,7 +23,9 @@ def _entry(model: Model, name: str, created: datetime) -> dict[str, object]:
         "created_at": created.isoformat().replace("+00:00", "Z"),
         "alias_of": None if name == model.id else model.id, "aliases": list(model.aliases),
         "context_window": model.context_window,
-        "pricing": {"input_per_million": str(model.price_in), "output_per_million": str(model.price_out)},
+        "pricing": {"input_per_million": str(model.price_in), "output_per_million": str(model.price_out),
+                    "cached_input_per_million": str(model.cached_input_price),
+                    "cache_write_per_million": str(model.cache_write_price)},
     }
 
 

@@ -6,6 +6,7 @@ from starlette.responses import Response
 
 from generated import models
 from handlers.administration.auth import Principal
+from handlers.inference import count_tokens
 from handlers.inference.formats import chat, messages, responses
 from handlers.inference.relay import relay
 
@@ -25,3 +26,11 @@ async def create_message(principal: Principal, body: models.MessagesRequest, ant
     req.headers = {name: value for name, value in (("anthropic-beta", anthropic_beta),
                                                    ("anthropic-version", anthropic_version)) if value}
     return await relay(principal, req, messages)
+
+
+async def count_message_tokens(principal: Principal, body: models.MessageCountTokensRequest,
+                               anthropic_beta: str | None = None, anthropic_version: str | None = None) -> Response:
+    req = messages.parse(body)
+    req.headers = {name: value for name, value in (("anthropic-beta", anthropic_beta),
+                                                   ("anthropic-version", anthropic_version)) if value}
+    return await count_tokens.count(principal, req)

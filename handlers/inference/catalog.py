@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from generated.config import Config
+from handlers.inference.canonical import Usage
 
 _MILLION = Decimal(1_000_000)
 
@@ -22,9 +23,35 @@ class Model:
     owned_by: str
     display_name: str
     reasoning: bool = False  # takes an effort in its upstream's words (see ModelSettings.reasoning)
+    price_cached_in: Decimal | None = None  # per million input tokens read from a prompt cache; None: price_in
+    price_cache_write: Decimal | None = None  # per million input tokens written to a prompt cache; None: price_in
 
-    def cost(self, input_tokens: int, output_tokens: int) -> Decimal:
-        return (self.price_in * input_tokens + self.price_out * output_tokens) / _MILLION
+    @property
+    def cached_input_price(self) -> Decimal:
+        return self.price_in if self.price_cached_in is None else self.price_cached_in
+
+    @property
+    def cache_write_price(self) -> Decimal:
+        return self.price_in if self.price_cache_write is None else self.price_cache_write
+
+    def cost(self, usage: Usage) -> Decimal:
+        """What `usage` costs, each part at its own price. Input counts every prompt token (cache reads and writes
+        included, as canonical Usage does); a count not reported is 0."""
+        inp, out = usage.input_tokens or 0, usage.output_tokens or 0
+        cached, written = usage.cached_input_tokens or 0, usage.cache_write_tokens or 0
+        plain = max(0, inp - cached - written)
+        return (self.price_in * plain + self.cached_input_price * cached + self.cache_write_price * written
+                + self.price_out * out) / _MILLION
+
+    def worst_case(self, input_tokens: int, output_tokens: int) -> Decimal:
+        """The most `input_tokens` and `output_tokens` can cost, before anyone knows which input is cached: every
+        input token at the highest input-side price."""
+        highest = max(self.price_in, self.cached_input_price, self.cache_write_price)
+        return (highest * input_tokens + self.price_out * output_tokens) / _MILLION
+
+
+def _price(value: str | float | None) -> Decimal | None:
+    return None if value is None else Decimal(str(value))
 
 
 class Catalog:
@@ -51,6 +78,8 @@ class Catalog:
                     owned_by=m.owned_by or m.upstream,
                     display_name=m.display_name or m.id,
                     reasoning=m.reasoning,
+                    price_cached_in=_price(m.price.cached_input),
+                    price_cache_write=_price(m.price.cache_write),
                 )
             )
         return cls(models)

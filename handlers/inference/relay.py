@@ -60,7 +60,7 @@ def _nothing_left(gw: gateway.Gateway, plan: Plan) -> ApiError:
     return ApiError(503, "no_upstream_available", f"No candidate can take the request ({reasons}).", headers=headers)
 
 
-def _headers(plan: Plan, trace: Trace, hold: Hold | None = None) -> dict[str, str]:
+def decision_headers(plan: Plan, trace: Trace, hold: Hold | None = None) -> dict[str, str]:
     h = {**(hold.headers if hold else {}), "x-specway-decision-id": plan.id}
     if trace.answered is not None:
         h["x-specway-model"] = trace.answered.id
@@ -75,7 +75,7 @@ async def relay(principal: Principal, req: Request, wire: CallerFormat) -> Respo
     estimate = tokens.input_tokens(req)  # once: the context check and the reservation both need it
     plan = routing.screen(plan, gw.cooldowns.remaining, estimate + (req.max_tokens or 0))
     req.effort = plan.effort  # the tier word every format's renderer maps into its own vocabulary
-    traits = _traits(gw, plan)
+    traits = traits_for(gw, plan)
     hold: Hold | None = None
     try:
         if plan.refusal is not None:
@@ -85,7 +85,7 @@ async def relay(principal: Principal, req: Request, wire: CallerFormat) -> Respo
         hold = await gw.meter.admit(principal.key, [c.model for c in plan.runnable()], req, estimate)
         if req.stream:
             return await _stream(gw, plan, trace, req, wire, hold, traits, estimate)
-        result, model = await _attempt(gw, plan, trace, lambda up, m: up.complete(req, m.name, traits(m)))
+        result, model = await attempt(gw, plan, trace, lambda up, m: up.complete(req, m.name, traits(m)))
     except ApiError as err:
         await _fail(gw, plan, trace, hold, err)
         raise
@@ -95,10 +95,10 @@ async def relay(principal: Principal, req: Request, wire: CallerFormat) -> Respo
     await _settle(gw, plan, trace, hold, model, result.usage, len(result.text()))
     _log_content(gw, req, result.text())
     answer = Answer(plan.id, model.id, int(time.time()), estimate)
-    return json_response(wire.render(result, answer, req), headers=_headers(plan, trace, hold))
+    return json_response(wire.render(result, answer, req), headers=decision_headers(plan, trace, hold))
 
 
-def _traits(gw: gateway.Gateway, plan: Plan) -> Callable[[Model], Traits]:
+def traits_for(gw: gateway.Gateway, plan: Plan) -> Callable[[Model], Traits]:
     """What each candidate's body is rendered for: the catalog's word on the model, the policy's thinking budgets."""
     budget = gw.config.policies[plan.policy].thinking_budget
     budgets = (budget.low, budget.medium, budget.high)
@@ -121,7 +121,7 @@ async def _fail(gw: gateway.Gateway, plan: Plan, trace: Trace, hold: Hold | None
     if hold is not None:
         await gw.meter.release(hold)
     _done(gw, plan, trace)
-    err.headers = {**err.headers, **_headers(plan, trace, hold)}
+    err.headers = {**err.headers, **decision_headers(plan, trace, hold)}
 
 
 _LOGGED_CHARS = 2000
@@ -143,7 +143,7 @@ async def _settle(gw: gateway.Gateway, plan: Plan, trace: Trace, hold: Hold, mod
     _done(gw, plan, trace)
 
 
-async def _attempt(gw: gateway.Gateway, plan: Plan, trace: Trace,
+async def attempt(gw: gateway.Gateway, plan: Plan, trace: Trace,
                    call: Callable[[Upstream, Model], Awaitable[T]]) -> tuple[T, Model]:
     """Try each runnable candidate in order until one answers; retryable failures fall through to the next.
     Returns the answer and the model that gave it."""
@@ -190,7 +190,7 @@ async def _close(events: AsyncIterator[Event]) -> None:
 
 async def _stream(gw: gateway.Gateway, plan: Plan, trace: Trace, req: Request, wire: CallerFormat,
                   hold: Hold, traits: Callable[[Model], Traits], estimate: int) -> Response:
-    (first, events), model = await _attempt(gw, plan, trace,
+    (first, events), model = await attempt(gw, plan, trace,
                                             lambda up, m: _first_event(up.stream(req, m.name, traits(m))))
     answer = Answer(plan.id, model.id, int(time.time()), estimate)
     renderer = wire.StreamRenderer(answer, req)
@@ -229,7 +229,7 @@ async def _stream(gw: gateway.Gateway, plan: Plan, trace: Trace, req: Request, w
                 await _settle(gw, plan, trace, hold, model, trace.usage, chars)
                 _log_content(gw, req, "".join(texts))
 
-    return sse_response(body(), headers=_headers(plan, trace, hold))
+    return sse_response(body(), headers=decision_headers(plan, trace, hold))
 
 
 async def _chain(first: Event | None, rest: AsyncIterator[Event]) -> AsyncIterator[Event]:

@@ -51,9 +51,9 @@ class Meter:
         self.store = store
         self.limiter = limiter
 
-    async def _limits(self, key: Key, token_cost: int) -> tuple[int, dict[str, str]]:
+    async def _limits(self, key: Key, token_cost: int, tokens: bool = True) -> tuple[int, dict[str, str]]:
         headers: dict[str, str] = {}
-        rpm, tpm = key.limits.rpm, key.limits.tpm
+        rpm, tpm = key.limits.rpm, key.limits.tpm if tokens else None
         if rpm:
             verdict = await self.limiter.hit(f"{key.id}:requests", rpm, 1)
             headers |= ratelimit.headers("requests", verdict)
@@ -67,12 +67,19 @@ class Meter:
             return token_cost, headers
         return 0, headers
 
+    async def count_request(self, key: Key) -> dict[str, str]:
+        """A request that costs nothing and generates nothing (a token count): it counts against the key's
+        requests per minute like any request, takes nothing from tokens per minute, reserves nothing.
+        Returns the rate-limit headers; over the limit, a 429."""
+        _, headers = await self._limits(key, 0, tokens=False)
+        return headers
+
     async def admit(self, key: Key, candidates: list[Model], req: Request, input_estimate: int | None = None) -> Hold:
         """Check the key's rate limits, then hold the worst case any candidate could cost."""
         inp = tokens.input_tokens(req) if input_estimate is None else input_estimate
         out = tokens.max_output_tokens(req)
         charge, headers = await self._limits(key, inp + out)
-        worst = max((m.cost(inp, out) for m in candidates), default=Decimal(0))
+        worst = max((m.worst_case(inp, out) for m in candidates), default=Decimal(0))
         if worst == 0:
             return Hold(key, None, inp, charge, headers)
         try:
@@ -90,13 +97,16 @@ class Meter:
         if estimated:
             reported = usage or Usage()
             usage = Usage(
-                input_tokens=reported.input_tokens if reported.input_tokens is not None else hold.input_estimate,
+                # Input counts every prompt token: never fewer than the cache reads and writes the upstream reported.
+                input_tokens=reported.input_tokens if reported.input_tokens is not None
+                else max(hold.input_estimate, (reported.cached_input_tokens or 0) + (reported.cache_write_tokens or 0)),
                 output_tokens=reported.output_tokens if reported.output_tokens is not None
                 else math.ceil(output_chars / 4),
                 cached_input_tokens=reported.cached_input_tokens,
+                cache_write_tokens=reported.cache_write_tokens,
             )
         assert usage is not None and usage.input_tokens is not None and usage.output_tokens is not None
-        cost = model.cost(usage.input_tokens, usage.output_tokens)
+        cost = model.cost(usage)
         await self._finish(hold, cost, usage.input_tokens + usage.output_tokens)
         return Charge(cost, usage, estimated)
 

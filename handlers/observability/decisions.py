@@ -34,7 +34,8 @@ def record(plan: Plan, trace: Trace) -> dict[str, Any]:
                       "latency_ms": a.latency_ms} for a in trace.attempts],
         "model": trace.answered.id if trace.answered else None,
         "usage": None if u is None else {"input_tokens": u.input_tokens, "output_tokens": u.output_tokens,
-                                         "cached_input_tokens": u.cached_input_tokens},
+                                         "cached_input_tokens": u.cached_input_tokens,
+                                         "cache_write_tokens": u.cache_write_tokens},
         "usage_estimated": trace.usage_estimated, "cost": trace.cost, "outcome": trace.outcome,
         "explanation": explanation(plan, trace),
     }

@@ -27,7 +27,9 @@ UPSTREAM = Histogram("specway_upstream_seconds", "Time of each upstream attempt"
                      buckets=_SLOW)
 FIRST_BYTE = Histogram("specway_stream_first_byte_seconds", "Time to the first byte of a stream", ["format", "model"],
                        buckets=_SLOW)
-TOKENS = Counter("specway_tokens", "Tokens, by model and kind (input, output)", ["model", "kind"])
+TOKENS = Counter("specway_tokens",
+                 "Tokens, by model and kind (input: every prompt token, cache reads and writes included; output; "
+                 "cached_input: read from a prompt cache; cache_write: written to one)", ["model", "kind"])
 COST = Counter("specway_cost", "Cost at the catalog's prices, by model", ["model"])
 FALLBACKS = Counter("specway_fallbacks", "Requests answered by a fallback, by the upstream that failed", ["upstream"])
 COOLDOWNS = Counter("specway_cooldowns", "Times an upstream was put in cooldown", ["upstream"])
@@ -54,6 +56,8 @@ def observe(plan: Plan, trace: Trace, seconds: float) -> None:
     if trace.usage is not None and trace.answered is not None:
         TOKENS.labels(model, "input").inc(trace.usage.input_tokens or 0)
         TOKENS.labels(model, "output").inc(trace.usage.output_tokens or 0)
+        TOKENS.labels(model, "cached_input").inc(trace.usage.cached_input_tokens or 0)
+        TOKENS.labels(model, "cache_write").inc(trace.usage.cache_write_tokens or 0)
     if trace.cost is not None:
         COST.labels(model).inc(float(trace.cost))
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import importlib
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -12,6 +13,7 @@ from pydantic import BaseModel
 from handlers.errors import ApiError, bad_request, unsupported
 from handlers.inference.canonical import (
     Block,
+    CacheMark,
     Event,
     Finish,
     FinishReason,
@@ -93,14 +95,22 @@ def passthrough_body(request: Request, spec_model: type[BaseModel], model: str, 
     return body
 
 
-def refuse_untranslatable(request: Request, kind: str, advisory: frozenset[str], inert: Mapping[str, Any]) -> None:
-    """Fields of the caller's format that canonical does not carry (Request.extra), going to another format: an
-    advisory one (metadata, user, ...) is left out, one set to its inert value means nothing, any other is a 400
-    naming it."""
+def refuse_untranslatable(request: Request, kind: str, carried: Iterable[str] = ()) -> None:
+    """Fields of the caller's format that canonical does not carry (Request.extra), going to an upstream of another
+    kind: one the caller's format calls ADVISORY (metadata, user, ...) or that this upstream's format `carried` in its
+    own words is fine to leave out, one set to its INERT value means nothing, any other is a 400 naming it."""
+    advisory, inert = _caller_rules(request.format)
     for field, value in request.extra.items():
-        if value is None or field in advisory or (field in inert and value == inert[field]):
+        if value is None or field in advisory or field in carried or (field in inert and value == inert[field]):
             continue
         raise unsupported(field, kind)
+
+
+def _caller_rules(fmt: Format) -> tuple[frozenset[str], Mapping[str, Any]]:
+    """A format's ADVISORY fields and INERT values. Looked up when needed: the format modules are peers that import
+    this one."""
+    module = importlib.import_module(f"handlers.inference.formats.{fmt}")
+    return getattr(module, "ADVISORY", frozenset()), getattr(module, "INERT", {})
 
 
 def json_object(data: str) -> dict[str, Any]:
@@ -357,3 +367,28 @@ _ON: dict[type, str] = {
     Finish: "on_finish",
     UsageReport: "on_usage",
 }
+
+
+# --- data URLs (appended: shared by the OpenAI formats, whose images and files travel as data URLs) ----------------
+
+
+def split_data_url(url: str) -> tuple[str, str] | None:
+    """A base64 data URL ("data:image/png;base64,AAAA") as (media type, base64 data); None for any other URL."""
+    head, sep, data = url.partition(",")
+    if not sep or not head.startswith("data:") or not head.endswith(";base64"):
+        return None
+    return head.removeprefix("data:").removesuffix(";base64").split(";")[0], data
+
+
+def as_data_url(media_type: str | None, data: str) -> str:
+    """Base64 data as a data URL, the form OpenAI's image and file parts take."""
+    return f"data:{media_type or 'application/octet-stream'};base64,{data}"
+
+
+def cache_control(raw: Any, at: str) -> CacheMark | None:
+    """A cache_control as a cache mark: {"type": "ephemeral", "ttl"?: string}; anything else is a 400 naming it."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or raw.get("type") != "ephemeral" or not isinstance(raw.get("ttl", ""), str):
+        raise bad_request(f'{at} must be {{"type": "ephemeral", "ttl"?: string}}', at)
+    return CacheMark(raw.get("ttl"))

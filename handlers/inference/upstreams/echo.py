@@ -26,6 +26,7 @@ from handlers.inference.canonical import (
     UsageReport,
 )
 from handlers.inference.formats.base import Traits
+from handlers.inference.formats.common import refuse_untranslatable
 from handlers.inference.upstreams.base import PLAIN, Upstream
 
 
@@ -56,6 +57,7 @@ _OUTPUT_FIELDS = {"chat": "response_format", "responses": "text.format", "messag
 
 
 def _refuse_what_it_cannot_do(request: Request) -> None:
+    refuse_untranslatable(request, "echo")
     if request.output is not None:
         raise unsupported(_OUTPUT_FIELDS[request.format], "echo", "it answers in plain text")
 

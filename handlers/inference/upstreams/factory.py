@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from generated.config import UpstreamSettings
 from handlers.config import api_key
+from handlers.inference.formats.base import UpstreamOptions
 from handlers.inference.upstreams.anthropic import AnthropicUpstream
 from handlers.inference.upstreams.base import Timeouts, Upstream
 from handlers.inference.upstreams.echo import EchoUpstream
 from handlers.inference.upstreams.openai import OpenAIUpstream
+from handlers.inference.upstreams.responses import ResponsesUpstream
 
 
 def build_upstream(name: str, settings: UpstreamSettings) -> Upstream:
@@ -16,8 +18,12 @@ def build_upstream(name: str, settings: UpstreamSettings) -> Upstream:
     t = settings.timeouts
     timeouts = Timeouts(connect=float(t.connect), read=float(t.read), total=float(t.total))
     base_url, key, headers = settings.base_url or "", api_key(name, settings), dict(settings.headers)
+    options = UpstreamOptions(default_max_tokens=settings.default_max_tokens, passthrough=settings.passthrough)
     if settings.kind == "openai":
-        return OpenAIUpstream(name, base_url=base_url, api_key=key, headers=headers, timeouts=timeouts)
+        return OpenAIUpstream(name, base_url=base_url, api_key=key, headers=headers, timeouts=timeouts, options=options)
+    if settings.kind == "responses":
+        return ResponsesUpstream(name, base_url=base_url, api_key=key, headers=headers, timeouts=timeouts,
+                                 options=options)
     return AnthropicUpstream(name, base_url=base_url, api_key=key, headers=headers, timeouts=timeouts,
-                             default_max_tokens=settings.default_max_tokens,
+                             default_max_tokens=settings.default_max_tokens, passthrough=settings.passthrough,
                              anthropic_version=settings.anthropic_version)

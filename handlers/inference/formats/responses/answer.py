@@ -1,0 +1,179 @@
+"""OpenAI Responses answers for callers: the Response object, and the output items the stream shares with it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from handlers.inference.canonical import (
+    Answer,
+    Block,
+    FinishReason,
+    Request,
+    Result,
+    Text,
+    Thinking,
+    ToolCall,
+    Unknown,
+    Usage,
+)
+from handlers.inference.formats.common import count
+
+# Finish reason -> (status, incomplete_details).
+STATUSES: dict[FinishReason, tuple[str, dict[str, str] | None]] = {
+    FinishReason.STOP: ("completed", None),
+    FinishReason.STOP_SEQUENCE: ("completed", None),
+    FinishReason.LENGTH: ("incomplete", {"reason": "max_output_tokens"}),
+    FinishReason.TOOL_CALLS: ("completed", None),
+    FinishReason.CONTENT_FILTER: ("incomplete", {"reason": "content_filter"}),
+    FinishReason.UNKNOWN: ("completed", None),
+}
+
+
+def render(result: Result, answer: Answer, request: Request) -> dict[str, Any]:
+    """The response object, echoing the request's settings as OpenAI does (instructions, temperature, tools...).
+
+    Output items follow the content's order: reasoning, then the text (one message per run of text), function calls,
+    and the items of a responses upstream we do not model, as it sent them. Without text or calls the output is one
+    empty message, so output_text is ""."""
+    output: list[dict[str, Any]] = []
+    last: Block | None = None  # the last block that made or extended an item
+    for block in result.content:
+        if isinstance(block, Text) and isinstance(last, Text):
+            output[-1]["content"][0]["text"] += block.text
+        elif (item := _item(block, answer, output)) is not None:
+            output.append(item)
+        else:
+            continue
+        last = block
+    if not any(item["type"] in ("message", "function_call") for item in output):
+        output.append(message(message_id(answer, output), "", "completed"))
+    return response(answer, output, result.finish_reason, result.usage, request)
+
+
+def _item(block: Block, answer: Answer, output: list[dict[str, Any]]) -> dict[str, Any] | None:
+    if isinstance(block, Text) and block.text:
+        return message(message_id(answer, output), block.text, "completed")
+    if isinstance(block, ToolCall):
+        n = sum(1 for item in output if item["type"] == "function_call")
+        return call(f"fc_{answer.decision_id}_{n}", block.id, block.name, block.arguments, "completed")
+    if isinstance(block, Thinking) and (block.text or block.format == "responses"):
+        n = sum(1 for item in output if item["type"] == "reasoning")
+        own = block.format == "responses"
+        item_id = block.id if own and block.id else reasoning_id(answer, n)
+        return reasoning(item_id, block.text, block.encrypted if own else None)
+    if isinstance(block, Unknown) and block.format == "responses":
+        return block.data
+    return None  # another format's own blocks (Anthropic's redacted thinking ...) have no place here
+
+
+def response(
+    answer: Answer,
+    output: list[dict[str, Any]],
+    reason: FinishReason | None,
+    usage: Usage | None,
+    request: Request,
+) -> dict[str, Any]:
+    """The Response object with every field the SDK's type requires; reason None means still in progress."""
+    status, incomplete = ("in_progress", None) if reason is None else STATUSES[reason]
+    body: dict[str, Any] = {
+        "id": f"resp_{answer.decision_id}",
+        "object": "response",
+        "created_at": answer.created,
+        "status": status,
+        "error": None,
+        "incomplete_details": incomplete,
+        "instructions": None,
+        "max_output_tokens": None,
+        "metadata": {},
+        "model": answer.model,
+        "output": output,
+        "output_text": "".join(
+            part["text"] for item in output if item["type"] == "message" for part in item["content"]
+        ),
+        "parallel_tool_calls": True,
+        "temperature": None,
+        "tool_choice": "auto",
+        "tools": [],
+        "top_p": None,
+        "usage": None if usage is None else render_usage(usage),
+    }
+    return body | _echo(request)
+
+
+def _echo(request: Request) -> dict[str, Any]:
+    echo: dict[str, Any] = {
+        "instructions": request.instructions,
+        "temperature": request.temperature,
+        "top_p": request.top_p,
+        "max_output_tokens": request.max_tokens,
+    }
+    if request.format == "responses":  # tools and tool_choice of another format would not fit the Response type
+        echo["tools"] = [tool.raw for tool in request.tools or []]
+        choice = request.tool_choice
+        if choice is not None and choice.raw is not None:
+            echo["tool_choice"] = choice.raw
+        if choice is not None and choice.parallel is not None:
+            echo["parallel_tool_calls"] = choice.parallel
+    return echo
+
+
+def render_usage(value: Usage) -> dict[str, Any]:
+    return {
+        "input_tokens": count(value.input_tokens),
+        "input_tokens_details": {
+            "cached_tokens": count(value.cached_input_tokens),
+            "cache_write_tokens": count(value.cache_write_tokens),
+        },
+        "output_tokens": count(value.output_tokens),
+        "output_tokens_details": {"reasoning_tokens": count(reasoning_tokens(value))},
+        "total_tokens": count(value.total_tokens),
+    }
+
+
+def reasoning_tokens(value: Usage) -> int | None:
+    """The reasoning part of the output tokens, once canonical.Usage carries it (it does not yet: None until then)."""
+    return getattr(value, "reasoning_tokens", None)
+
+
+# --- output items ---------------------------------------------------------------------------------------------------
+
+
+def message_id(answer: Answer, output: list[dict[str, Any]]) -> str:
+    n = sum(1 for item in output if item["type"] == "message")
+    return f"msg_{answer.decision_id}" + (f"_{n}" if n else "")
+
+
+def reasoning_id(answer: Answer, n: int) -> str:
+    return f"rs_{answer.decision_id}" + (f"_{n}" if n else "")
+
+
+def message(item_id: str, text: str, status: str) -> dict[str, Any]:
+    return {"id": item_id, "type": "message", "status": status, "role": "assistant", "content": [part(text)]}
+
+
+def part(text: str) -> dict[str, Any]:
+    return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+
+
+def call(item_id: str, call_id: str, name: str, arguments: str, status: str) -> dict[str, Any]:
+    return {
+        "id": item_id,
+        "type": "function_call",
+        "status": status,
+        "call_id": call_id,
+        "name": name,
+        "arguments": arguments,
+    }
+
+
+def reasoning(item_id: str, text: str, encrypted: str | None) -> dict[str, Any]:
+    """A reasoning item: the thinking as one summary part; encrypted content only from OpenAI itself (it takes the
+    item back in input)."""
+    item: dict[str, Any] = {"id": item_id, "type": "reasoning", "summary": [summary(text)] if text else []}
+    if encrypted is not None:
+        item["encrypted_content"] = encrypted
+    return item
+
+
+def summary(text: str) -> dict[str, Any]:
+    return {"type": "summary_text", "text": text}

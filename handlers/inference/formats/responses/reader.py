@@ -1,0 +1,245 @@
+"""OpenAI Responses as an upstream answers: a Response object, or its typed event stream, into canonical."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from handlers.inference.canonical import (
+    Block,
+    Event,
+    Finish,
+    FinishReason,
+    Result,
+    Text,
+    TextDelta,
+    Thinking,
+    ThinkingDelta,
+    ToolCall,
+    ToolCallDelta,
+    ToolCallStart,
+    Unknown,
+    Usage,
+    UsageReport,
+)
+from handlers.inference.formats.base import UpstreamFault
+from handlers.inference.formats.common import json_object, opt_int
+
+_INCOMPLETE = {"max_output_tokens": FinishReason.LENGTH, "content_filter": FinishReason.CONTENT_FILTER}
+# Error codes of a failed response (ResponseError.code) that are the request's fault; the rest are the upstream's.
+_CALLER_CODES = frozenset({"bio_policy", "misalignment_policy_violation", "empty_image_file", "failed_to_download_image",
+                           "unsupported_image_media_type", "data_residency_mismatch"})  # fmt: skip
+_QUOTA_CODES = {"rate_limit_exceeded": "rate_limit_error", "insufficient_quota": "insufficient_quota"}
+
+
+def upstream_result(payload: dict[str, Any]) -> Result:
+    if payload.get("error") or payload.get("status") == "failed":
+        raise fault(payload.get("error"))
+    output = payload.get("output")
+    if not isinstance(output, list):
+        raise UpstreamFault(what="answered without output")
+    content = [block for item in output if isinstance(item, dict) for block in _blocks(item)]
+    calls = any(isinstance(block, ToolCall) for block in content)
+    return Result(
+        content=content,
+        finish_reason=finish_reason(payload, calls),
+        usage=read_usage(payload.get("usage")),
+        upstream_model=payload.get("model"),
+    )
+
+
+def _blocks(item: dict[str, Any]) -> list[Block]:
+    kind = item.get("type")
+    if kind == "message":
+        return [Text(text) for part in item.get("content") or [] if (text := _part_text(part))]
+    if kind == "function_call":
+        return [ToolCall(_str(item.get("call_id")), _str(item.get("name")), _str(item.get("arguments")))]
+    if kind == "reasoning":
+        return [Thinking(_reasoning_text(item), encrypted=item.get("encrypted_content"), id=item.get("id"),
+                         format="responses")]  # fmt: skip
+    return [Unknown(item, "responses")]  # built-in tool calls and the like, for a Responses caller
+
+
+def _part_text(part: Any) -> str:
+    """An output_text part's text, or a refusal's words (what chat readers take as the answer too)."""
+    if not isinstance(part, dict):
+        return ""
+    return _str(part.get("text") if part.get("type") != "refusal" else part.get("refusal"))
+
+
+def _reasoning_text(item: dict[str, Any]) -> str:
+    """The summary parts, one blank line apart; or, from servers that show raw reasoning, the reasoning text."""
+    texts = [_part_text(part) for part in item.get("summary") or []] or [
+        _part_text(part) for part in item.get("content") or []
+    ]
+    return "\n\n".join(text for text in texts if text)
+
+
+def _str(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def finish_reason(response: dict[str, Any], calls: bool) -> FinishReason:
+    status = response.get("status")
+    if status == "incomplete":
+        reason = (response.get("incomplete_details") or {}).get("reason")
+        return _INCOMPLETE.get(_str(reason), FinishReason.UNKNOWN)
+    if status in ("completed", None):
+        return FinishReason.TOOL_CALLS if calls else FinishReason.STOP
+    return FinishReason.UNKNOWN
+
+
+def read_usage(raw: Any) -> Usage:
+    raw = raw if isinstance(raw, dict) else {}
+    given = raw.get("input_tokens_details") or {}
+    # output_tokens_details.reasoning_tokens is not read: canonical.Usage has no place for it yet.
+    return Usage(
+        input_tokens=opt_int(raw.get("input_tokens")),
+        output_tokens=opt_int(raw.get("output_tokens")),
+        cached_input_tokens=opt_int(given.get("cached_tokens")),
+        cache_write_tokens=opt_int(given.get("cache_write_tokens")),
+    )
+
+
+def fault(error: Any) -> UpstreamFault:
+    """A failed response or an error event as the error payload the transport reads: {"error": {type, message}},
+    with a type that tells whose fault it was (OpenAI names only a code)."""
+    error = error if isinstance(error, dict) else {}
+    message = error.get("message") if isinstance(error.get("message"), str) else "the upstream failed the response"
+    return UpstreamFault(payload={"error": {**error, "type": _error_type(error), "message": message}})
+
+
+def _error_type(error: dict[str, Any]) -> str:
+    kind, code = error.get("type"), error.get("code")
+    if isinstance(kind, str) and kind not in ("", "error"):  # "error" is the event's own type, not the error's
+        return kind
+    code = code if isinstance(code, str) else ""
+    if code in _QUOTA_CODES:
+        return _QUOTA_CODES[code]
+    if code.startswith(("invalid_", "image_")) or code in _CALLER_CODES:
+        return "invalid_request_error"
+    return "server_error"
+
+
+class UpstreamReader:
+    """Turns a Responses event stream into canonical events, until response.completed (or response.incomplete).
+
+    Text, function-call arguments and reasoning summaries come as deltas; an item's done event fills in what came
+    without them (and brings a reasoning item's encrypted content). Tool calls are keyed by their output index."""
+
+    def __init__(self) -> None:
+        self.done = False
+        self._calls: dict[int, bool] = {}  # output index of each function call -> its arguments came as deltas
+        self._said: set[str] = set()  # items whose text or summary came as deltas
+        self._summaries: dict[str, int] = {}  # reasoning item -> the summary part its deltas are in
+
+    def read(self, event: str, data: str) -> list[Event]:
+        payload = json_object(data)
+        kind = payload.get("type")
+        handler = _HANDLERS.get(kind if isinstance(kind, str) else event)
+        return handler(self, payload) if handler else []
+
+    def _added(self, payload: dict[str, Any]) -> list[Event]:
+        item, index = _item(payload), _index(payload)
+        if item.get("type") == "function_call":
+            return self._call_start(index, item)
+        if item.get("type") == "reasoning":  # a reasoning item opens; its id marks its thinking as OpenAI's own
+            return [ThinkingDelta(id=_str(item.get("id")) or None, format="responses")]
+        return []
+
+    def _call_start(self, index: int, item: dict[str, Any]) -> list[Event]:
+        self._calls[index] = False
+        events: list[Event] = [ToolCallStart(index, _str(item.get("call_id")), _str(item.get("name")))]
+        if item.get("arguments"):
+            self._calls[index] = True
+            events.append(ToolCallDelta(index, _str(item["arguments"])))
+        return events
+
+    def _text(self, payload: dict[str, Any]) -> list[Event]:
+        self._said.add(_str(payload.get("item_id")))
+        return [TextDelta(payload["delta"])] if _str(payload.get("delta")) else []
+
+    def _arguments(self, payload: dict[str, Any]) -> list[Event]:
+        index = _index(payload)
+        if index not in self._calls or not _str(payload.get("delta")):
+            return []
+        self._calls[index] = True
+        return [ToolCallDelta(index, payload["delta"])]
+
+    def _summary(self, payload: dict[str, Any]) -> list[Event]:
+        """A summary's text; a later summary part of the same item is one blank line after the one before."""
+        item_id, delta = _str(payload.get("item_id")), _str(payload.get("delta"))
+        part = opt_int(payload.get("summary_index")) or 0
+        gap = "\n\n" if item_id in self._summaries and self._summaries[item_id] != part else ""
+        self._summaries[item_id] = part
+        return self._thinking(item_id, gap + delta)
+
+    def _reasoning(self, payload: dict[str, Any]) -> list[Event]:
+        """Raw reasoning text, from servers that show it (gpt-oss behind vLLM ...)."""
+        return self._thinking(_str(payload.get("item_id")), _str(payload.get("delta")))
+
+    def _thinking(self, item_id: str, text: str) -> list[Event]:
+        if not text:
+            return []
+        self._said.add(item_id)
+        return [ThinkingDelta(text, id=item_id or None, format="responses")]
+
+    def _item_done(self, payload: dict[str, Any]) -> list[Event]:
+        item, index = _item(payload), _index(payload)
+        kind, item_id = item.get("type"), _str(item.get("id"))
+        if kind == "function_call":
+            events = [] if index in self._calls else self._call_start(index, item)
+            if not self._calls[index] and item.get("arguments"):
+                events.append(ToolCallDelta(index, _str(item["arguments"])))
+            return events
+        if kind == "reasoning":
+            text = "" if item_id in self._said else _reasoning_text(item)
+            encrypted = item.get("encrypted_content")
+            if not text and not isinstance(encrypted, str):
+                return []
+            return [ThinkingDelta(text, encrypted=encrypted, id=item_id or None, format="responses")]
+        if kind == "message" and item_id not in self._said:
+            text = "".join(_part_text(part) for part in item.get("content") or [])
+            return [TextDelta(text)] if text else []
+        return []
+
+    def _end(self, payload: dict[str, Any]) -> list[Event]:
+        self.done = True
+        response = payload.get("response")
+        response = response if isinstance(response, dict) else {}
+        events: list[Event] = [Finish(finish_reason(response, bool(self._calls)))]
+        if response.get("usage"):
+            events.append(UsageReport(read_usage(response["usage"])))
+        return events
+
+    def _failed(self, payload: dict[str, Any]) -> list[Event]:
+        response = payload.get("response")
+        raise fault(response.get("error") if isinstance(response, dict) else None)
+
+    def _error(self, payload: dict[str, Any]) -> list[Event]:
+        error = payload.get("error")
+        raise fault(error if isinstance(error, dict) else payload)
+
+
+def _item(payload: dict[str, Any]) -> dict[str, Any]:
+    item = payload.get("item")
+    return item if isinstance(item, dict) else {}
+
+
+def _index(payload: dict[str, Any]) -> int:
+    return opt_int(payload.get("output_index")) or 0
+
+
+_HANDLERS: dict[str, Callable[[UpstreamReader, dict[str, Any]], list[Event]]] = {
+    "response.output_item.added": UpstreamReader._added,
+    "response.output_text.delta": UpstreamReader._text,
+    "response.refusal.delta": UpstreamReader._text,
+    "response.function_call_arguments.delta": UpstreamReader._arguments,
+    "response.reasoning_summary_text.delta": UpstreamReader._summary,
+    "response.reasoning_text.delta": UpstreamReader._reasoning,
+    "response.output_item.done": UpstreamReader._item_done,
+    "response.completed": UpstreamReader._end,
+    "response.incomplete": UpstreamReader._end,
+    "response.failed": UpstreamReader._failed,
+    "error": UpstreamReader._error,
+}

@@ -1,0 +1,155 @@
+"""OpenAI Responses streams for callers: typed events with a sequence number, response.completed last."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from handlers.errors import ApiError
+from handlers.inference.canonical import Answer, Request, TextDelta, ThinkingDelta, ToolCallDelta, ToolCallStart
+from handlers.inference.formats.common import StreamState, sse
+from handlers.inference.formats.responses.answer import (
+    call,
+    message,
+    message_id,
+    part,
+    reasoning,
+    reasoning_id,
+    response,
+    summary,
+)
+
+
+class StreamRenderer(StreamState):
+    """One output item is open at a time: a reasoning item, a message or a function call, each added, filled and
+    done in turn; response.completed comes last, with the output as a whole answer would have it."""
+
+    def __init__(self, answer: Answer, request: Request) -> None:
+        super().__init__()
+        self._answer = answer
+        self._request = request
+        self._seq = 0
+        self._output: list[dict[str, Any]] = []  # every item added, updated in place until it is done
+        self._open: dict[str, Any] | None = None  # the open item, always the last of _output
+        self._pieces: list[str] = []  # the open message's text, or the open reasoning item's summary
+        self._calls: dict[int, tuple[int, dict[str, Any]]] = {}  # canonical index -> (output index, item)
+        self._thought: str | None = None  # the open reasoning item's id when OpenAI made it (it may come back)
+
+    def start(self) -> bytes:
+        created = {"response": response(self._answer, [], None, None, self._request)}
+        return self._frame("response.created", created) + self._frame("response.in_progress", created)
+
+    def finish(self) -> bytes:
+        out = self._close()
+        if not any(item["type"] in ("message", "function_call") for item in self._output):
+            out += self._open_message() + self._close()  # no text and no call: an empty message, so output_text is ""
+        done = response(self._answer, self._output, self.reason, self.usage, self._request)
+        return out + self._frame("response.completed", {"response": done})
+
+    def error(self, err: ApiError) -> bytes:
+        # The flat fields are the Responses error event; the nested "error" object is what makes the SDK raise.
+        body = {"code": err.code, "message": err.message, "param": err.param, "error": err.body()["error"]}
+        return self._frame("error", body)
+
+    def on_text(self, ev: TextDelta) -> bytes:
+        if not ev.text:
+            return b""
+        out = b""
+        if self._open is None or self._open["type"] != "message":
+            out = self._close() + self._open_message()
+        self._pieces.append(ev.text)
+        return out + self._frame(
+            "response.output_text.delta", {**self._at(), "content_index": 0, "delta": ev.text, "logprobs": []}
+        )
+
+    def on_thinking(self, ev: ThinkingDelta) -> bytes:
+        """Thinking is a reasoning item whose summary streams; OpenAI's own (format "responses") keeps its id and
+        encrypted content, which the caller sends back in input. A new id starts a new item."""
+        out = b""
+        own = ev.id if ev.format == "responses" else None
+        if self._open is None or self._open["type"] != "reasoning" or (own is not None and own != self._thought):
+            out = self._close() + self._open_reasoning(own)
+        assert self._open is not None
+        if ev.encrypted is not None and self._thought is not None:
+            self._open["encrypted_content"] = ev.encrypted
+        if not ev.text:
+            return out
+        if not self._pieces:
+            out += self._frame("response.reasoning_summary_part.added", {**self._at(), **_summary_at(summary(""))})
+        self._pieces.append(ev.text)
+        return out + self._frame("response.reasoning_summary_text.delta", {**self._at(), **_summary_at(delta=ev.text)})
+
+    def on_call_start(self, ev: ToolCallStart) -> bytes:
+        out = self._close()
+        item = self._add(call(f"fc_{self._answer.decision_id}_{len(self._calls)}", ev.id, ev.name, "", "in_progress"))
+        self._calls[ev.index] = (len(self._output) - 1, item)
+        return out + self._frame("response.output_item.added", {"output_index": len(self._output) - 1, "item": item})
+
+    def on_call_delta(self, ev: ToolCallDelta) -> bytes:
+        entry = self._calls.get(ev.index)
+        if entry is None or not ev.arguments:
+            return b""
+        index, item = entry
+        item["arguments"] += ev.arguments
+        return self._frame(
+            "response.function_call_arguments.delta",
+            {"item_id": item["id"], "output_index": index, "delta": ev.arguments},
+        )
+
+    def _open_message(self) -> bytes:
+        item = self._add({**message(message_id(self._answer, self._output), "", "in_progress"), "content": []})
+        added = self._frame("response.output_item.added", {"output_index": len(self._output) - 1, "item": item})
+        return added + self._frame("response.content_part.added", {**self._at(), "content_index": 0, "part": part("")})
+
+    def _open_reasoning(self, own: str | None) -> bytes:
+        n = sum(1 for item in self._output if item["type"] == "reasoning")
+        item = self._add(reasoning(own or reasoning_id(self._answer, n), "", None))
+        self._thought = own
+        return self._frame("response.output_item.added", {"output_index": len(self._output) - 1, "item": item})
+
+    def _add(self, item: dict[str, Any]) -> dict[str, Any]:
+        self._output.append(item)
+        self._open = item
+        self._pieces = []
+        return item
+
+    def _close(self) -> bytes:
+        if self._open is None:
+            return b""
+        at, item = self._at(), self._open
+        self._open = None
+        out = getattr(self, f"_done_{item['type']}")(at, item, "".join(self._pieces))
+        return out + self._frame("response.output_item.done", {"output_index": at["output_index"], "item": item})
+
+    def _done_message(self, at: dict[str, Any], item: dict[str, Any], text: str) -> bytes:
+        item["status"] = "completed"
+        item["content"] = [part(text)]
+        out = self._frame("response.output_text.done", {**at, "content_index": 0, "text": text, "logprobs": []})
+        return out + self._frame("response.content_part.done", {**at, "content_index": 0, "part": item["content"][0]})
+
+    def _done_function_call(self, at: dict[str, Any], item: dict[str, Any], text: str) -> bytes:
+        item["status"] = "completed"
+        return self._frame("response.function_call_arguments.done",
+                           {**at, "arguments": item["arguments"], "name": item["name"]})  # fmt: skip
+
+    def _done_reasoning(self, at: dict[str, Any], item: dict[str, Any], text: str) -> bytes:
+        self._thought = None
+        if not text:
+            return b""
+        item["summary"] = [summary(text)]
+        out = self._frame("response.reasoning_summary_text.done", {**at, **_summary_at(text=text)})
+        return out + self._frame("response.reasoning_summary_part.done", {**at, **_summary_at(summary(text))})
+
+    def _at(self) -> dict[str, Any]:
+        """Where the open item is: its id and output index."""
+        assert self._open is not None
+        return {"item_id": self._open["id"], "output_index": len(self._output) - 1}
+
+    def _frame(self, kind: str, data: dict[str, Any]) -> bytes:
+        frame = sse({"type": kind, **data, "sequence_number": self._seq}, kind)
+        self._seq += 1
+        return frame
+
+
+def _summary_at(summary_part: dict[str, Any] | None = None, **fields: Any) -> dict[str, Any]:
+    """The fields of a summary event: the one summary part every reasoning item here has, and the event's own."""
+    return {"summary_index": 0, **({"part": summary_part} if summary_part is not None else {}), **fields}

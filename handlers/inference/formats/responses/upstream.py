@@ -1,0 +1,239 @@
+"""OpenAI Responses as an upstream speaks it: the canonical Request into a Responses body."""
+
+from __future__ import annotations
+
+import mimetypes
+from typing import Any
+
+from generated.models import ResponsesRequest
+from handlers.errors import unsupported
+from handlers.inference.canonical import (
+    Block,
+    Document,
+    Format,
+    Image,
+    Message,
+    OutputFormat,
+    Request,
+    Text,
+    Thinking,
+    Tool,
+    ToolCall,
+    ToolChoice,
+    ToolResult,
+    Unknown,
+)
+from handlers.inference.formats.base import Traits, UpstreamOptions
+from handlers.inference.formats.common import (
+    OPENAI_CHOICES,
+    as_data_url,
+    passthrough_body,
+    present,
+    refuse_untranslatable,
+)
+from handlers.inference.formats.responses.answer import summary
+
+KIND = "responses"  # the upstream kind that speaks this format, as refusals name it
+STREAM_FIELDS: dict[str, Any] = {"stream": True}  # usage always comes with response.completed
+STREAM_END = "response.completed"
+ENCRYPTED = "reasoning.encrypted_content"
+
+_CHOICE_WORDS: dict[str, str] = {mode: word for word, mode in OPENAI_CHOICES[0].items()}
+# Fields of Chat Completions (Request.extra of a chat caller) that Responses names and means alike: carried over.
+_SHARED = (
+    "user",
+    "metadata",
+    "service_tier",
+    "safety_identifier",
+    "prompt_cache_key",
+    "prompt_cache_retention",
+    "verbosity",
+)
+# What each format calls the canonical fields Responses has no word for.
+_STOP_FIELD = {"chat": "stop", "messages": "stop_sequences"}
+
+
+def upstream_body(request: Request, model: str, options: UpstreamOptions, traits: Traits) -> dict[str, Any]:
+    """The Responses body for `request` (without the streaming fields). store is always false: Specway keeps no
+    state and relies on none upstream, so every request carries its whole conversation."""
+    same = request.format == "responses"
+    body = passthrough_body(request, ResponsesRequest, model, options) if same else _translated(request, model)
+    _effort(body, request, traits)
+    if same and traits.reasoning:
+        _include_encrypted_reasoning(body)
+    body["store"] = False
+    return body
+
+
+def _effort(body: dict[str, Any], request: Request, traits: Traits) -> None:
+    """reasoning.effort is the relay's tier word, for a model the catalog says reasons; for any other model effort was
+    a routing input only and no effort is sent (OpenAI refuses it there). The caller's other reasoning fields
+    (summary ...) stay."""
+    settings = body.pop("reasoning", None)
+    reasoning = {k: v for k, v in settings.items() if k != "effort"} if isinstance(settings, dict) else {}
+    if traits.reasoning and request.effort:
+        reasoning["effort"] = request.effort
+    if reasoning:
+        body["reasoning"] = reasoning
+
+
+def _include_encrypted_reasoning(body: dict[str, Any]) -> None:
+    """A reasoning model's items come back to a Responses caller with their encrypted content: with store false, that
+    is the only way the caller can send them back next turn."""
+    include = body.get("include") or []
+    if isinstance(include, list) and ENCRYPTED not in include:
+        body["include"] = [*include, ENCRYPTED]
+
+
+# --- from another format --------------------------------------------------------------------------------------------
+
+
+def _translated(request: Request, model: str) -> dict[str, Any]:
+    """Everything canonical carries, in Responses' words. Cache marks need none: OpenAI caches prompt prefixes by
+    itself. Thinking of another provider is left out (it goes back only to the provider that made it)."""
+    carried = _carried(request)
+    refuse_untranslatable(request, KIND, carried.keys())
+    _refuse_unsayable(request)
+    body: dict[str, Any] = {"model": model, "input": [item for m in request.messages for item in _items(m, request)]}
+    body.update(
+        present(
+            instructions=request.system,
+            max_output_tokens=request.max_tokens,
+            temperature=request.temperature,
+            top_p=request.top_p,
+        )
+    )
+    tools = [_tool(tool) for tool in request.tools or () if tool.portable]
+    if tools:
+        body["tools"] = tools
+        if request.tool_choice is not None and request.tool_choice.portable:  # OpenAI refuses a choice without tools
+            body.update(_tool_choice(request.tool_choice))
+    text = present(
+        format=_text_format(request.output) if request.output else None, verbosity=carried.pop("verbosity", None)
+    )
+    if text:
+        body["text"] = text
+    return body | carried
+
+
+def _carried(request: Request) -> dict[str, Any]:
+    """A chat caller's fields Responses has too (verbosity goes under text)."""
+    if request.format != "chat":
+        return {}
+    return {key: request.extra[key] for key in _SHARED if request.extra.get(key) is not None}
+
+
+def _refuse_unsayable(request: Request) -> None:
+    if request.stop:
+        raise unsupported(_STOP_FIELD.get(request.format, "stop"), KIND, "the Responses API has no stop sequences")
+    if request.seed is not None:
+        raise unsupported("seed", KIND, "the Responses API takes no seed")
+
+
+def _items(message: Message, request: Request) -> list[dict[str, Any]]:
+    """One canonical message as Responses input items, in order: runs of text, images and files are one message;
+    function calls, their outputs and reasoning are items of their own."""
+    role = "assistant" if message.role == "assistant" else "user"
+    out: list[dict[str, Any]] = []
+    parts: list[dict[str, Any]] = []
+    for block in message.content:
+        part = _part(block, role, request.format)
+        if part is not None:
+            parts.append(part)
+            continue
+        if parts:
+            out.append(_message(role, parts))
+            parts = []
+        item = _item(block)
+        if item is not None:
+            out.append(item)
+    if parts:
+        out.append(_message(role, parts))
+    return out
+
+
+def _message(role: str, parts: list[dict[str, Any]]) -> dict[str, Any]:
+    if role == "assistant":  # an assistant's earlier words as plain text, which every Responses server takes
+        return {"type": "message", "role": "assistant", "content": "".join(part["text"] for part in parts)}
+    return {"type": "message", "role": role, "content": parts}
+
+
+def _part(block: Block, role: str, caller: Format) -> dict[str, Any] | None:
+    if isinstance(block, Text):
+        return {"type": "input_text" if role == "user" else "output_text", "text": block.text}
+    if not isinstance(block, Image | Document):
+        return None
+    if role == "assistant":
+        raise unsupported(
+            "image" if isinstance(block, Image) else "document", KIND, "an assistant message there is text"
+        )
+    return _image(block, caller) if isinstance(block, Image) else _file(block, caller)
+
+
+def _image(block: Image, caller: Format) -> dict[str, Any]:
+    part: dict[str, Any] = {"type": "input_image", "detail": block.detail or "auto"}
+    if block.file_id is not None:
+        part["file_id"] = _openai_file(block.file_id, "image", caller)
+    else:
+        part["image_url"] = as_data_url(block.media_type, block.data) if block.data is not None else block.url
+    return part
+
+
+def _file(block: Document, caller: Format) -> dict[str, Any]:
+    part: dict[str, Any] = {"type": "input_file"}
+    if block.file_id is not None:
+        part["file_id"] = _openai_file(block.file_id, "document", caller)
+    elif block.data is not None:  # OpenAI wants a filename with inline data
+        part["file_data"] = as_data_url(block.media_type, block.data)
+        part["filename"] = block.filename or "document" + (mimetypes.guess_extension(block.media_type or "") or "")
+    else:
+        part["file_url"] = block.url
+        part.update(present(filename=block.filename))
+    return part
+
+
+def _openai_file(file_id: str, what: str, caller: Format) -> str:
+    """A file id means something only to the provider it was uploaded to: OpenAI's (chat or responses callers)."""
+    if caller not in ("chat", "responses"):
+        raise unsupported(f"{what} file_id", KIND, "the file was uploaded to another provider")
+    return file_id
+
+
+def _item(block: Block) -> dict[str, Any] | None:
+    if isinstance(block, ToolCall):
+        return {"type": "function_call", "call_id": block.id, "name": block.name, "arguments": block.arguments}
+    if isinstance(block, ToolResult):  # Responses has no error flag: the output's words say it
+        return {"type": "function_call_output", "call_id": block.tool_call_id, "output": block.content}
+    if isinstance(block, Thinking):
+        return _reasoning_item(block)
+    if isinstance(block, Unknown):  # a part or item only the caller's format has
+        kind = block.data.get("type")
+        raise unsupported(kind if isinstance(kind, str) else "content", KIND, f"it is {block.format}'s own")
+    return None
+
+
+def _reasoning_item(block: Thinking) -> dict[str, Any] | None:
+    """OpenAI's own reasoning goes back with its encrypted content; any other provider's is left out."""
+    if block.format != "responses" or block.encrypted is None:
+        return None
+    parts = [summary(block.text)] if block.text else []
+    return {"type": "reasoning", **present(id=block.id), "summary": parts, "encrypted_content": block.encrypted}
+
+
+def _tool(tool: Tool) -> dict[str, Any]:
+    # strict false: Responses makes function tools strict by default, which another format's schemas never asked for
+    return {"type": "function", "name": tool.name, **present(description=tool.description),
+            "parameters": tool.parameters, "strict": False}  # fmt: skip
+
+
+def _tool_choice(choice: ToolChoice) -> dict[str, Any]:
+    """Another format's tool choice in Responses' words, and "at most one call" as parallel_tool_calls."""
+    named = {"type": "function", "name": choice.name}
+    return {"tool_choice": _CHOICE_WORDS.get(choice.mode or "", named), **present(parallel_tool_calls=choice.parallel)}
+
+
+def _text_format(output: OutputFormat) -> dict[str, Any]:
+    if output.kind == "json_object":
+        return {"type": "json_object"}
+    fmt = {"type": "json_schema", "name": output.name or "json_output", "schema": output.schema or {}}
+    return fmt | present(strict=output.strict, description=output.description)

@@ -1,0 +1,344 @@
+"""Support for tests/test_conformance.py: the gateway and fake upstream it drives, the official SDKs as callers,
+what a caller got (read through the SDK's own types), and what an upstream received (read in its own words).
+
+One gateway and one fake upstream per module. Every upstream kind has one reasoning model (effort is forwarded to
+it); acme/oa-plain is an ordinary model on the openai upstream (effort only routes). The policy's thinking budgets
+are not the defaults, so a budget that reaches Anthropic is visibly the policy's.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import anthropic
+import openai
+import pytest
+
+from tests.conftest import Live, serve
+from tests.fake_upstream import FakeUpstream
+
+FORMATS = ("chat", "responses", "messages")
+KINDS = ("openai", "anthropic", "responses", "echo")
+NATIVE = {"chat": "openai", "responses": "responses", "messages": "anthropic"}  # the kind that speaks each format
+MODEL = {"openai": "acme/oa", "anthropic": "acme/an", "responses": "acme/rs", "echo": "acme/echo"}
+PLAIN = "acme/oa-plain"  # not a reasoning model: effort routes, and is never forwarded
+UPSTREAM_MODEL = {"openai": "gpt-up", "anthropic": "claude-up", "responses": "resp-up", PLAIN: "gpt-plain"}
+UPSTREAM_PATH = {"openai": "/v1/chat/completions", "anthropic": "/v1/messages", "responses": "/v1/responses"}
+BUDGETS = {"low": 1024, "medium": 3072, "high": 6144}  # the policy's thinking_budget (not the defaults)
+SECRETS = {"oa": "sk-conf-oa-51c2", "an": "sk-ant-conf-9e7a", "rs": "sk-conf-rs-3b8d"}
+
+
+def cell(fmt: str, kind: str, *rest: Any, stream: bool, label: str = "") -> Any:
+    """One pytest param, with an id like chat-to-anthropic[-label]-stream."""
+    name = "-".join([f"{fmt}-to-{kind}", *([label] if label else []), "stream" if stream else "whole"])
+    return pytest.param(fmt, kind, *rest, stream, id=name)
+
+
+def cells(kinds: tuple[str, ...] = KINDS, formats: tuple[str, ...] = FORMATS) -> list[Any]:
+    """(fmt, kind, stream) for every format x kind x whole or streamed."""
+    return [cell(fmt, kind, stream=stream) for fmt in formats for kind in kinds for stream in (False, True)]
+
+
+# --- fixtures: one fake upstream, one gateway and one pair of SDK clients per module --------------------------------
+
+
+@pytest.fixture(scope="module", name="fake")
+def fixture_fake() -> Iterator[FakeUpstream]:
+    with FakeUpstream() as f:
+        yield f
+
+
+@pytest.fixture(scope="module", name="live")
+def fixture_live(fake: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
+    timeouts = {"connect": 2, "read": 5, "total": 10}
+    upstreams: dict[str, Any] = {
+        "oa": {"kind": "openai", "base_url": fake.url, "api_key_env": "SPECWAY_CONF_OA", "timeouts": timeouts},
+        "an": {"kind": "anthropic", "base_url": fake.anthropic_url, "api_key_env": "SPECWAY_CONF_AN",
+               "timeouts": timeouts},
+        "rs": {"kind": "responses", "base_url": fake.url, "api_key_env": "SPECWAY_CONF_RS", "timeouts": timeouts},
+        "echo": {"kind": "echo"},
+    }
+    models = [
+        {"id": "acme/oa", "upstream": "oa", "name": "gpt-up", "reasoning": True},
+        {"id": PLAIN, "upstream": "oa", "name": "gpt-plain"},
+        {"id": "acme/an", "upstream": "an", "name": "claude-up", "reasoning": True},
+        {"id": "acme/rs", "upstream": "rs", "name": "resp-up", "reasoning": True},
+        {"id": "acme/echo", "upstream": "echo", "name": "echo", "reasoning": True},
+    ]
+    config = {
+        "upstreams": upstreams,
+        "models": models,
+        "policies": {"default": {"default_model": "acme/oa", "thinking_budget": BUDGETS}},
+        "default_policy": "default",
+        "cooldown": {"seconds": 0},  # a refused request must never take its upstream out of the next test
+    }
+    with pytest.MonkeyPatch.context() as mp:
+        for name, secret in SECRETS.items():
+            mp.setenv(f"SPECWAY_CONF_{name.upper()}", secret)
+        with serve(config, tmp_path_factory.mktemp("conformance")) as g:
+            yield g
+
+
+@dataclass
+class Clients:
+    openai: openai.OpenAI
+    anthropic: anthropic.Anthropic
+
+
+@pytest.fixture(scope="module", name="clients")
+def fixture_clients(live: Live) -> Clients:
+    return Clients(
+        openai.OpenAI(base_url=live.url + "/v1", api_key=live.key, max_retries=0, timeout=10,
+                      http_client=openai.DefaultHttpxClient(trust_env=False)),
+        anthropic.Anthropic(base_url=live.url, api_key=live.key, max_retries=0, timeout=10,
+                            http_client=anthropic.DefaultHttpxClient(trust_env=False)),
+    )
+
+
+@pytest.fixture(autouse=True, name="_fresh")
+def fixture_fresh(fake: FakeUpstream) -> None:
+    fake.reset()
+
+
+# --- the caller's side: one request through the SDK, read back through its types ------------------------------------
+
+
+@dataclass
+class Got:
+    """What the caller got, in one shape for every format."""
+
+    text: str
+    calls: list[tuple[str, str, Any]]  # (call id, name, decoded arguments)
+    stop: str  # finish_reason, stop_reason, or the response status (":" its incomplete reason)
+    usage: dict[str, int | None]  # input (as the format counts it), output, cached (reads), cache_write
+    reasoning: list[tuple[str, str | None]]  # (text, signature or encrypted content)
+
+
+def send(c: Clients, fmt: str, stream: bool, args: dict[str, Any]) -> Got:
+    return {"chat": _chat, "responses": _responses, "messages": _messages}[fmt](c, stream, args)
+
+
+def refusal(c: Clients, fmt: str, stream: bool, args: dict[str, Any]) -> dict[str, Any]:
+    """The error object of the 400 the SDK raised: {"type", "code", "message", "param"}."""
+    sdk: Any = anthropic if fmt == "messages" else openai
+    with pytest.raises(sdk.BadRequestError) as info:
+        send(c, fmt, stream, args)
+    body = info.value.body
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        body = body["error"]
+    assert isinstance(body, dict), f"no error body on {info.value!r}"
+    return body
+
+
+def _chat_usage(u: Any) -> dict[str, int | None]:
+    details = u.prompt_tokens_details
+    return {"input": u.prompt_tokens, "output": u.completion_tokens,
+            "cached": details.cached_tokens if details else None,
+            "cache_write": details.cache_write_tokens if details else None}
+
+
+def _chat(c: Clients, stream: bool, args: dict[str, Any]) -> Got:
+    if stream:
+        return _chat_stream(c, args)
+    r = c.openai.chat.completions.create(**args)
+    choice, m = r.choices[0], r.choices[0].message
+    calls = [(t.id, t.function.name, json.loads(t.function.arguments)) for t in m.tool_calls or []]
+    thought = getattr(m, "reasoning_content", None)
+    return Got(m.content or "", calls, choice.finish_reason, _chat_usage(r.usage), [(thought, None)] if thought else [])
+
+
+def _chat_stream(c: Clients, args: dict[str, Any]) -> Got:
+    chunks = list(c.openai.chat.completions.create(**args, stream=True, stream_options={"include_usage": True}))
+    text: list[str] = []
+    thought: list[str] = []
+    stop = ""
+    calls: dict[int, list[Any]] = {}
+    for chunk in chunks:
+        for choice in chunk.choices:
+            text.append(choice.delta.content or "")
+            thought.append(getattr(choice.delta, "reasoning_content", None) or "")
+            for tc in choice.delta.tool_calls or []:
+                entry = calls.setdefault(tc.index, [tc.id, tc.function.name if tc.function else None, ""])
+                entry[2] += (tc.function.arguments if tc.function else None) or ""
+            stop = choice.finish_reason or stop
+    assert chunks[-1].choices == [] and chunks[-1].usage is not None, "include_usage: the last chunk is the usage"
+    return Got("".join(text), [(i, n, json.loads(a or "{}")) for _, (i, n, a) in sorted(calls.items())], stop,
+               _chat_usage(chunks[-1].usage), [("".join(thought), None)] if "".join(thought) else [])
+
+
+def _responses(c: Clients, stream: bool, args: dict[str, Any]) -> Got:
+    if stream:
+        events = list(c.openai.responses.create(**args, stream=True))
+        assert events[-1].type == "response.completed", [e.type for e in events]
+        r = events[-1].response
+        assert "".join(e.delta for e in events if e.type == "response.output_text.delta") == r.output_text
+    else:
+        r = c.openai.responses.create(**args)
+    stop = r.status if r.incomplete_details is None else f"{r.status}:{r.incomplete_details.reason}"
+    u = r.usage
+    details = u.input_tokens_details
+    usage = {"input": u.input_tokens, "output": u.output_tokens, "cached": details.cached_tokens,
+             "cache_write": details.cache_write_tokens}
+    calls = [(i.call_id, i.name, json.loads(i.arguments)) for i in r.output if i.type == "function_call"]
+    reasoning = [("".join(s.text for s in i.summary), i.encrypted_content) for i in r.output if i.type == "reasoning"]
+    return Got(r.output_text, calls, stop, usage, reasoning)
+
+
+def _messages(c: Clients, stream: bool, args: dict[str, Any]) -> Got:
+    if stream:  # the SDK's own stream helper checks and accumulates every event
+        with c.anthropic.messages.stream(**args) as s:
+            m = s.get_final_message()
+    else:
+        m = c.anthropic.messages.create(**args)
+    u = m.usage
+    usage = {"input": u.input_tokens, "output": u.output_tokens, "cached": u.cache_read_input_tokens,
+             "cache_write": u.cache_creation_input_tokens}
+    return Got("".join(b.text for b in m.content if b.type == "text"),
+               [(b.id, b.name, b.input) for b in m.content if b.type == "tool_use"], m.stop_reason or "", usage,
+               [(b.thinking, b.signature) for b in m.content if b.type == "thinking"])
+
+
+STOP = {"chat": "stop", "responses": "completed", "messages": "end_turn"}
+TOOL_STOP = {"chat": "tool_calls", "responses": "completed", "messages": "tool_use"}
+
+
+WRITES_REPORTED = ("anthropic", "responses")  # the fake's chat dialect never reports cache writes
+
+
+def expected_usage(fmt: str, kind: str, reported: tuple[int, ...]) -> dict[str, int | None]:
+    """What the fake reported, as `fmt` says it. OpenAI kinds count cache reads and writes inside their input;
+    Anthropic reports them apart from input_tokens. Chat and Responses count every prompt token (cache reads in
+    cached_tokens, writes in cache_write_tokens); Messages counts reads and writes apart."""
+    inp, out, cached, *rest = reported
+    write = rest[0] if rest and kind in WRITES_REPORTED else 0
+    prompt = inp + cached + write if kind == "anthropic" else inp
+    if fmt == "messages":
+        return {"input": prompt - cached - write, "output": out, "cached": cached, "cache_write": write}
+    return {"input": prompt, "output": out, "cached": cached, "cache_write": write}
+
+
+def check_usage(got: Got, fmt: str, kind: str, reported: tuple[int, ...]) -> None:
+    want = expected_usage(fmt, kind, reported)
+    seen = dict(got.usage)
+    if not want["cache_write"] and seen["cache_write"] is None:  # no writes reported: 0 or absent both say so
+        seen["cache_write"] = 0
+    assert seen == want
+
+
+# --- the upstream's side: what it received, in its own words --------------------------------------------------------
+
+
+def received(fake: FakeUpstream, kind: str, stream: bool, model: str | None = None, index: int = -1) -> dict[str, Any]:
+    """The body of the request the fake received (the last by default), on the kind's path, for its model."""
+    assert fake.requests, "the upstream received nothing"
+    got = fake.requests[index]
+    assert got.path == UPSTREAM_PATH[kind], got.path
+    assert got.body["model"] == UPSTREAM_MODEL[model or kind], got.body.get("model")
+    assert bool(got.body.get("stream")) is stream
+    secret = SECRETS[{"openai": "oa", "anthropic": "an", "responses": "rs"}[kind]]
+    assert (got.headers.get("x-api-key") if kind == "anthropic" else got.headers.get("authorization")) == \
+        (secret if kind == "anthropic" else f"Bearer {secret}"), "the upstream's own key, never the caller's"
+    return dict(got.body)
+
+
+def text_of(content: Any) -> str:
+    """The text of a content string, or of a list of parts or blocks of any format."""
+    if content is None or isinstance(content, str):
+        return content or ""
+    return "".join(p.get("text", "") for p in content if p.get("type") in ("text", "input_text", "output_text"))
+
+
+def _items(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """A Responses body's input as a list of items (a plain string is one user message)."""
+    raw = body.get("input")
+    return [{"type": "message", "role": "user", "content": raw}] if isinstance(raw, str) else list(raw or [])
+
+
+def _turns(kind: str, body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The messages (role + content) the upstream received, system ones included where the kind puts them there."""
+    if kind == "responses":
+        return [i for i in _items(body) if i.get("type", "message") == "message"]
+    return list(body.get("messages") or [])
+
+
+def _parts(kind: str, body: dict[str, Any]) -> list[dict[str, Any]]:
+    return [p for m in _turns(kind, body) if isinstance(m.get("content"), list) for p in m["content"]]
+
+
+def system_of(kind: str, body: dict[str, Any]) -> str:
+    if kind == "anthropic":
+        return text_of(body.get("system"))
+    said = [text_of(m.get("content")) for m in _turns(kind, body) if m.get("role") in ("system", "developer")]
+    return "\n".join(([body["instructions"]] if body.get("instructions") else []) + said)
+
+
+def turns_of(kind: str, body: dict[str, Any]) -> list[tuple[str, str]]:
+    """(role, text) of every user and assistant message that has text, in order."""
+    return [(m["role"], text) for m in _turns(kind, body)
+            if m.get("role") in ("user", "assistant") and (text := text_of(m.get("content")))]
+
+
+def images_of(kind: str, body: dict[str, Any]) -> list[tuple[str, ...]]:
+    """("base64", media type, data) or ("url", url) for every image the upstream received."""
+    out: list[tuple[str, ...]] = []
+    for p in _parts(kind, body):
+        if kind == "anthropic" and p.get("type") == "image":
+            src = p["source"]
+            out.append(("base64", src["media_type"], src["data"]) if src["type"] == "base64" else ("url", src["url"]))
+        elif p.get("type") in ("image_url", "input_image"):
+            url = p["image_url"]["url"] if isinstance(p["image_url"], dict) else p["image_url"]
+            if url.startswith("data:"):
+                head, data = url[5:].split(",", 1)
+                out.append(("base64", head.removesuffix(";base64"), data))
+            else:
+                out.append(("url", url))
+    return out
+
+
+def tools_of(kind: str, body: dict[str, Any]) -> dict[str, Any]:
+    """Offered function tools: name -> JSON schema of the arguments."""
+    tools = body.get("tools") or []
+    if kind == "openai":
+        return {t["function"]["name"]: t["function"].get("parameters") for t in tools}
+    return {t["name"]: t.get("input_schema" if kind == "anthropic" else "parameters") for t in tools}
+
+
+def calls_of(kind: str, body: dict[str, Any]) -> list[tuple[str, str, Any]]:
+    """(call id, name, decoded arguments) of every tool call in the history the upstream received."""
+    if kind == "openai":
+        return [(t["id"], t["function"]["name"], json.loads(t["function"]["arguments"]))
+                for m in _turns(kind, body) for t in m.get("tool_calls") or []]
+    if kind == "responses":
+        return [(i["call_id"], i["name"], json.loads(i["arguments"])) for i in _items(body)
+                if i.get("type") == "function_call"]
+    return [(p["id"], p["name"], p["input"]) for p in _parts(kind, body) if p.get("type") == "tool_use"]
+
+
+def results_of(kind: str, body: dict[str, Any]) -> list[tuple[str, str]]:
+    """(call id, text) of every tool result the upstream received."""
+    if kind == "openai":
+        return [(m["tool_call_id"], text_of(m["content"])) for m in _turns(kind, body) if m["role"] == "tool"]
+    if kind == "responses":
+        return [(i["call_id"], text_of(i["output"])) for i in _items(body) if i.get("type") == "function_call_output"]
+    return [(p["tool_use_id"], text_of(p["content"])) for p in _parts(kind, body) if p.get("type") == "tool_result"]
+
+
+def effort_of(kind: str, body: dict[str, Any]) -> Any:
+    """The effort field in the kind's own words, or None when none arrived."""
+    return {"openai": body.get("reasoning_effort"), "responses": (body.get("reasoning") or {}).get("effort"),
+            "anthropic": body.get("thinking")}[kind]
+
+
+EFFORT_FIELDS = ("reasoning_effort", "reasoning", "thinking")  # no kind may receive these for a non-reasoning model
+
+
+def limit_of(kind: str, body: dict[str, Any], reasoning: bool = True) -> Any:
+    """The token limit the upstream received (an openai reasoning model takes max_completion_tokens)."""
+    if kind == "openai":
+        other = "max_tokens" if reasoning else "max_completion_tokens"
+        assert other not in body, f"{other} sent to a {'reasoning' if reasoning else 'plain'} chat model"
+        return body.get("max_completion_tokens" if reasoning else "max_tokens")
+    return body.get("max_tokens" if kind == "anthropic" else "max_output_tokens")
