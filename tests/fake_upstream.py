@@ -11,6 +11,10 @@ product code.
 Each request takes the next scripted Reply, or the default "Hello from fake" answer. The wire shapes follow the
 real services: role in the first chat chunk, a usage chunk with no choices, `data: [DONE]`; Anthropic's named
 events including ping; the Responses object and its typed, numbered events (response.completed last).
+
+A Reply's `reasoning` shows in each dialect's own way: chat's `reasoning_content` (on the message; streamed in
+`delta.reasoning_content` before the text, as DeepSeek and vLLM send it), an Anthropic thinking block with its
+`signature` before the text (streamed as thinking_delta pieces and one signature_delta), a Responses reasoning item.
 """
 
 from __future__ import annotations
@@ -55,7 +59,10 @@ class Reply:
     cut_after: int | None = None  # streaming: close the connection after this many chunks, with no terminator
     fail_after: int | None = None  # streaming: after this many chunks send the provider's error event and end
     model: str | None = None  # default: the model asked for
-    reasoning: list[str] | None = None  # Responses: a reasoning item with these summary parts (and encrypted content)
+    # Responses: a reasoning item with these summary parts (and encrypted content). Chat: reasoning_content, the parts
+    # joined by a blank line. Anthropic: one thinking block of the parts so joined, signed with `signature`.
+    reasoning: list[str] | None = None
+    signature: str = "sig-fake"  # Anthropic: the thinking block's signature (no signature_delta when empty)
 
 
 @dataclass
@@ -224,6 +231,11 @@ def _pieces(text: str) -> list[str]:
     return re.findall(r"\S+\s*|\s+", text)
 
 
+def _thought(reply: Reply) -> str | None:
+    """The reasoning as one text (chat's reasoning_content, an Anthropic thinking block), or None when unset."""
+    return None if reply.reasoning is None else "\n\n".join(reply.reasoning)
+
+
 def _arg_pieces(arguments: str) -> list[str]:
     return [arguments[i : i + 8] for i in range(0, len(arguments), 8)]
 
@@ -250,14 +262,15 @@ _ERROR_TYPES |= {529: "overloaded_error"}
 # --- OpenAI Chat Completions --------------------------------------------------------------------------------------
 
 
-def _chat_usage(usage: Usage) -> dict[str, Any]:
+def _chat_usage(usage: Usage, reply: Reply) -> dict[str, Any]:
     prompt, completion, cached = usage[:3]
+    reasoning = sum(len(part.split()) for part in reply.reasoning or [])
     return {
         "prompt_tokens": prompt,
         "completion_tokens": completion,
         "total_tokens": prompt + completion,
         "prompt_tokens_details": {"cached_tokens": cached, "audio_tokens": 0},
-        "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0},
+        "completion_tokens_details": {"reasoning_tokens": reasoning, "audio_tokens": 0},
     }
 
 
@@ -268,6 +281,7 @@ def _chat_whole(reply: Reply, model: str, usage: Usage) -> dict[str, Any]:
     message = {
         "role": "assistant",
         "content": reply.text or None,
+        **({"reasoning_content": thought} if (thought := _thought(reply)) is not None else {}),
         "refusal": None,
         **({"tool_calls": calls} if calls else {}),
     }
@@ -278,7 +292,7 @@ def _chat_whole(reply: Reply, model: str, usage: Usage) -> dict[str, Any]:
         "created": int(time.time()),
         "model": model,
         "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish}],
-        "usage": _chat_usage(usage),
+        "usage": _chat_usage(usage, reply),
         "system_fingerprint": "fp_fake",
     }
 
@@ -291,6 +305,7 @@ def _chat_stream(reply: Reply, model: str, usage: Usage | None) -> list[bytes]:
         return {**head, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
 
     out = [chunk({"role": "assistant", "content": "" if reply.text else None, "refusal": None})]
+    out += [chunk({"reasoning_content": piece}) for piece in _pieces(_thought(reply) or "")]
     out += [chunk({"content": piece}) for piece in _pieces(reply.text)]
     for index, (call_id, name, arguments) in enumerate(_calls(reply, "call_")):
         start = {"index": index, "id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}
@@ -298,7 +313,7 @@ def _chat_stream(reply: Reply, model: str, usage: Usage | None) -> list[bytes]:
         out += [chunk({"tool_calls": [{"index": index, "function": {"arguments": p}}]}) for p in _arg_pieces(arguments)]
     out.append(chunk({}, reply.finish or ("tool_calls" if reply.tool_calls else "stop")))
     if usage:
-        out.append({**head, "choices": [], "usage": _chat_usage(usage)})
+        out.append({**head, "choices": [], "usage": _chat_usage(usage, reply)})
     return [_sse(c) for c in out] + [b"data: [DONE]\n\n", _sse(_chat_error(reply))]
 
 
@@ -322,7 +337,11 @@ def _messages_usage(usage: Usage, output: int | None = None) -> dict[str, Any]:
 
 
 def _messages_blocks(reply: Reply) -> list[dict[str, Any]]:
-    blocks: list[dict[str, Any]] = [{"type": "text", "text": reply.text}] if reply.text else []
+    blocks: list[dict[str, Any]] = []
+    if (thought := _thought(reply)) is not None:
+        blocks.append({"type": "thinking", "thinking": thought, "signature": reply.signature})
+    if reply.text:
+        blocks.append({"type": "text", "text": reply.text})
     for call_id, name, arguments in _calls(reply, "toolu_fake"):
         blocks.append({"type": "tool_use", "id": call_id, "name": name, "input": orjson.loads(arguments)})
     return blocks
@@ -348,7 +367,7 @@ def _messages_stream(reply: Reply, model: str, usage: Usage | None) -> list[byte
     events: list[dict[str, Any]] = [{"type": "message_start", "message": message}]
     for index, block in enumerate(whole["content"]):
         deltas = _block_deltas(block)
-        start = {**block, "text": ""} if block["type"] == "text" else {**block, "input": {}}
+        start = {**block, **_EMPTY_START.get(block["type"], {"input": {}})}  # as it opens: nothing in it yet
         events.append({"type": "content_block_start", "index": index, "content_block": start})
         events += [{"type": "content_block_delta", "index": index, "delta": delta} for delta in deltas]
         events.append({"type": "content_block_stop", "index": index})
@@ -359,9 +378,15 @@ def _messages_stream(reply: Reply, model: str, usage: Usage | None) -> list[byte
     return [_sse(e, e["type"]) for e in events] + [_sse(_messages_error(reply), "error")]
 
 
+_EMPTY_START: dict[str, dict[str, Any]] = {"text": {"text": ""}, "thinking": {"thinking": "", "signature": ""}}
+
+
 def _block_deltas(block: dict[str, Any]) -> list[dict[str, Any]]:
     if block["type"] == "text":
         return [{"type": "text_delta", "text": piece} for piece in _pieces(block["text"])]
+    if block["type"] == "thinking":  # the thinking in pieces, then the whole signature just before the block stops
+        deltas = [{"type": "thinking_delta", "thinking": piece} for piece in _pieces(block["thinking"])]
+        return deltas + ([{"type": "signature_delta", "signature": block["signature"]}] if block["signature"] else [])
     arguments = orjson.dumps(block["input"]).decode()
     return [{"type": "input_json_delta", "partial_json": p} for p in ["", *_arg_pieces(arguments)]]
 

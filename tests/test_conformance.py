@@ -302,25 +302,31 @@ def test_effort_only_routes_for_a_plain_model(clients: Clients, fake: FakeUpstre
 
 
 THOUGHT = "The sky over Paris is clear."
-# The fake can script reasoning for the Responses dialect only (Reply.reasoning: summary parts, encrypted content).
-UNSCRIPTABLE = {"openai": "tests/fake_upstream.py cannot script a chat answer's reasoning_content",
-                "anthropic": "tests/fake_upstream.py cannot script an Anthropic thinking block with its signature"}
+# The fake shows Reply.reasoning in each dialect's way: chat's reasoning_content, an Anthropic thinking block signed
+# with Reply.signature (base64 here, +/= and all, and not the earlier turn's), a Responses reasoning item with the
+# fake's encrypted content.
+SIGNATURE, ENCRYPTED = "ErUBCkYIBxgCKkD+dGhvdWdodA/z+fake==", "gAAAA-fake"
 
 
-def _thinking_cells() -> list[Any]:
-    return [pytest.param(*p.values, id=p.id, marks=pytest.mark.skip(reason=UNSCRIPTABLE[p.values[1]]))
-            if p.values[1] in UNSCRIPTABLE else p for p in cells(kinds=("openai", "anthropic", "responses"))]
+def reasoning_back(fmt: str, kind: str) -> list[tuple[str, str | None]]:
+    """The upstream's reasoning as the caller's format shows it: (text, signature or encrypted content). Chat has only
+    the text; a Responses caller gets encrypted content only from OpenAI Responses, and a Messages caller a signature
+    only from Anthropic (byte for byte), else an empty one: they go back only to the provider that made them."""
+    if fmt == "chat":
+        return [(THOUGHT, None)]
+    if fmt == "responses":
+        return [(THOUGHT, ENCRYPTED if kind == "responses" else None)]
+    return [(THOUGHT, SIGNATURE if kind == "anthropic" else "")]
 
 
-@pytest.mark.parametrize(("fmt", "kind", "stream"), _thinking_cells())
+@pytest.mark.parametrize(("fmt", "kind", "stream"), cells(kinds=("openai", "anthropic", "responses")))
 def test_upstream_reasoning_comes_back_in_the_callers_shape(clients: Clients, fake: FakeUpstream, fmt: str,
                                                             kind: str, stream: bool) -> None:
-    fake.script(text=TEXT, reasoning=[THOUGHT])
+    fake.script(text=TEXT, reasoning=[THOUGHT], signature=SIGNATURE)
     got = send(clients, fmt, stream, ask_effort(fmt, MODEL[kind]))
+    received(fake, kind, stream)
     assert got.text == TEXT
-    assert [text for text, _ in got.reasoning] == [THOUGHT]
-    if fmt == "responses" and kind == "responses":  # the encrypted content goes back to the provider that made it
-        assert got.reasoning == [(THOUGHT, "gAAAA-fake")]
+    assert got.reasoning == reasoning_back(fmt, kind)
 
 
 # --- cache control -------------------------------------------------------------------------------------------------
