@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -15,7 +16,7 @@ from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import httpx
 import pytest
@@ -25,6 +26,27 @@ from handlers import config as config_mod
 from handlers.edge.app import create_app
 from handlers.gateway import Gateway
 from handlers.store.base import SCOPES
+
+
+def in_ci() -> bool:
+    """Whether this run is CI: the CI variable set to true, 1 or yes (any case), as .ci/run and CI services set it."""
+    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
+
+
+def unavailable(message: str) -> NoReturn:
+    """A service or tool a test needs is missing: skip on a developer's machine, fail in CI (where .ci/run provides
+    every one of them), so that a green CI run never hides a skipped test."""
+    if in_ci():
+        pytest.fail(f"{message} (CI is set, and .ci/run must provide it)")
+    pytest.skip(message)
+
+
+def tool(name: str) -> str:
+    """The path of a command-line tool, or unavailable()."""
+    found = shutil.which(name) or shutil.which(name, path="/usr/sbin:/sbin:/usr/lib/postgresql/bin")
+    if found:
+        return found
+    unavailable(f"`{name}` is not installed")
 
 
 def free_port() -> int:
@@ -134,7 +156,7 @@ PG_ADMIN_URL = os.environ.get("SPECWAY_TEST_PG_URL", "postgresql://postgres@127.
 
 @contextmanager
 def fresh_postgres() -> Iterator[str]:
-    """A new, empty PostgreSQL database for one test, dropped afterwards. Unreachable: skip, or fail under CI."""
+    """A new, empty PostgreSQL database for one test, dropped afterwards. Unreachable: unavailable()."""
     import asyncpg
 
     name = f"specway_test_{uuid.uuid4().hex[:12]}"
@@ -149,9 +171,7 @@ def fresh_postgres() -> Iterator[str]:
     try:
         asyncio.run(admin(f'CREATE DATABASE "{name}"'))
     except (OSError, asyncpg.PostgresError) as exc:
-        if os.environ.get("CI") == "true":
-            raise
-        pytest.skip(f"PostgreSQL is not reachable at {PG_ADMIN_URL}: {exc}")
+        unavailable(f"PostgreSQL is not reachable at {PG_ADMIN_URL}: {exc}")
     try:
         yield PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
     finally:

@@ -8,6 +8,8 @@ product code.
         AnthropicUpstream("t", base_url=fake.anthropic_url)  # POST {anthropic_url}/v1/messages
         fake.requests[-1].body                              # what the gateway sent
 
+        gate = fake.hold()   # from now on each request waits, once recorded in fake.requests, until gate.set()
+
 Each request takes the next scripted Reply, or the default "Hello from fake" answer. The wire shapes follow the
 real services: role in the first chat chunk, a usage chunk with no choices, `data: [DONE]`; Anthropic's named
 events including ping; the Responses object and its typed, numbered events (response.completed last).
@@ -78,6 +80,7 @@ class FakeUpstream:
         self.replies: deque[Reply] = deque()
         self.requests: list[Received] = []
         self.disconnects = 0  # streams whose client went away before the end
+        self.gate: threading.Event | None = None  # see hold()
         self.port = 0
         routes = [
             Route("/v1/chat/completions", functools.partial(self._answer, dialect="chat"), methods=["POST"]),
@@ -113,6 +116,24 @@ class FakeUpstream:
         self.replies.clear()
         self.requests.clear()
         self.disconnects = 0
+        self.release()
+
+    def hold(self) -> threading.Event:
+        """A barrier the test controls: from now on every request, once recorded in `requests`, waits until the
+        returned event is set (or release() or reset() is called) before it is answered."""
+        self.gate = threading.Event()
+        return self.gate
+
+    def release(self) -> None:
+        """Let every held request go on, and hold no more."""
+        if self.gate is not None:
+            self.gate.set()
+        self.gate = None
+
+    async def _pass_gate(self) -> None:
+        gate = self.gate
+        while gate is not None and not gate.is_set():
+            await asyncio.sleep(0.01)
 
     def start(self) -> Self:
         self._thread.start()
@@ -142,6 +163,7 @@ class FakeUpstream:
             body = None
         peer = f"{request.client.host}:{request.client.port}" if request.client else ""
         self.requests.append(Received(request.url.path, dict(request.headers), body, peer))
+        await self._pass_gate()
         reply = self.replies.popleft() if self.replies else Reply()
         await asyncio.sleep(reply.delay)
         if reply.status >= 400:
@@ -167,6 +189,7 @@ class FakeUpstream:
             body = None
         peer = f"{request.client.host}:{request.client.port}" if request.client else ""
         self.requests.append(Received(request.url.path, dict(request.headers), body, peer))
+        await self._pass_gate()
         reply = self.replies.popleft() if self.replies else Reply()
         await asyncio.sleep(reply.delay)
         if reply.status >= 400:

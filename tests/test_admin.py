@@ -183,7 +183,7 @@ def test_revocation_elsewhere_takes_effect_within_the_cache_time(tmp_path: Path)
         with client(g, secret) as c:
             assert c.get("/v1/key").status_code == 200  # now cached in this process
             g.run(g.gateway.store.revoke_key(key.id))  # as another process would: straight in the store
-            deadline = time.monotonic() + 1.5  # the documented bound, plus a margin for a busy machine
+            deadline = time.monotonic() + 4  # the bound set here (1 s) plus a margin, still under the 5 s default
             while c.get("/v1/key").status_code == 200:
                 assert time.monotonic() < deadline, "a revoked key still worked after the cache time"
                 time.sleep(0.1)
@@ -200,3 +200,29 @@ def test_revoking_a_workspace_revokes_its_keys(gw: Live, admin: httpx.Client, tm
             assert c.get("/v1/key").status_code == 401
     assert admin.get("/v1/key").status_code == 200  # the admin's own workspace is untouched
     assert admin.delete("/v1/workspaces/ws_nope").status_code == 404
+
+
+def test_changes_made_here_apply_at_once_to_keys_already_cached(tmp_path: Path) -> None:
+    """README: a revoked key stops working "at once in the process that revoked it". Each key is used first, so it
+    sits in this process's key cache, which here would otherwise trust it for five minutes."""
+    with serve({**CONFIG, "server": {"key_cache_seconds": 300}}, tmp_path) as g, \
+            httpx.Client(base_url=g.url, headers=g.headers, timeout=10) as admin:
+        changed = admin.post("/v1/keys", json={"name": "changed"}).json()
+        with client(g, changed["secret"]) as c:
+            assert c.get("/v1/key").status_code == 200  # cached, with every scope
+            assert admin.patch(f"/v1/keys/{changed['id']}", json={"scopes": ["inference"]}).status_code == 200
+            r = c.get("/v1/key")
+            assert r.status_code == 403 and r.json()["error"]["code"] == "insufficient_scope", r.text
+            assert c.post("/v1/chat/completions", json=CHAT).status_code == 200
+
+        ws = admin.post("/v1/workspaces", json={"name": "leaving"}).json()
+        secrets = [admin.post("/v1/keys", json={"name": f"k{i}", "workspace_id": ws["id"]}).json()["secret"]
+                   for i in range(2)]
+        for secret in secrets:
+            with client(g, secret) as c:
+                assert c.get("/v1/key").status_code == 200  # cached
+        assert admin.delete(f"/v1/workspaces/{ws['id']}").status_code == 200
+        for secret in secrets:
+            with client(g, secret) as c:
+                r = c.get("/v1/key")
+                assert r.status_code == 401 and r.json()["error"]["code"] == "invalid_api_key", r.text

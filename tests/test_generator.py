@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -36,6 +40,39 @@ def test_committed_files_match_specs() -> None:
 
 def test_output_is_deterministic() -> None:
     assert gen.render() == gen.render()
+
+
+def test_output_is_the_same_in_other_processes_whatever_their_hash_seed() -> None:
+    """Set order and dict order built from sets change with PYTHONHASHSEED, between processes only: render in two
+    fresh interpreters with different seeds and compare with this process's output."""
+    script = ("import hashlib, sys; from generator import __main__ as gen; "
+              "[print(p, hashlib.sha256(t.encode()).hexdigest()) for p, t in sorted(gen.render().items())]")
+    here = "".join(f"{p} {hashlib.sha256(t.encode()).hexdigest()}\n" for p, t in sorted(gen.render().items()))
+    for seed in ("1", "4242"):
+        run = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                             env={**os.environ, "PYTHONHASHSEED": seed}, check=False)
+        assert run.returncode == 0, run.stderr
+        assert run.stdout == here, f"PYTHONHASHSEED={seed} rendered differently"
+
+
+def test_check_fails_with_a_diff_on_a_stale_tree(tmp_path: Path) -> None:
+    """README: `python -m generator --check` "fails with a diff when anything is stale"."""
+    for part in ("specs", "generated", "generator", "handlers"):
+        shutil.copytree(ROOT / part, tmp_path / part, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("openapi.json", "pyproject.toml"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    (tmp_path / "docs").mkdir()
+    shutil.copy(ROOT / "docs" / "configuration.md", tmp_path / "docs" / "configuration.md")
+    clean = subprocess.run([sys.executable, "-m", "generator", "--check"], cwd=tmp_path, capture_output=True,
+                           text=True, timeout=120, check=False)
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    models_py = tmp_path / "generated" / "models.py"
+    models_py.write_text(models_py.read_text().replace("class ChatCompletion(", "class ChatCompletionStale(", 1))
+    stale = subprocess.run([sys.executable, "-m", "generator", "--check"], cwd=tmp_path, capture_output=True,
+                           text=True, timeout=120, check=False)
+    out = stale.stdout + stale.stderr
+    assert stale.returncode != 0, out
+    assert "generated/models.py" in out and "-class ChatCompletionStale(" in out and "+class ChatCompletion(" in out
 
 
 def test_check_passes_on_a_clean_tree(capsys: pytest.CaptureFixture[str]) -> None:

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from contextlib import ExitStack, contextmanager
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import openai
@@ -24,6 +25,7 @@ USER = [{"role": "user", "content": "hi"}]
 BODY = {"messages": USER, "max_tokens": 100, "model": "acme/paid"}
 # "hi" is about 5 input tokens; with 100 output tokens at 1000 a million each, the worst case is 0.105.
 WORST = Decimal("0.105")
+T = TypeVar("T")
 
 
 @pytest.fixture(scope="module")
@@ -65,11 +67,31 @@ def make_key(url: str, admin: str, credit: str, **key: Any) -> str:
     return str(r.json()["secret"])
 
 
-async def burst(urls: list[str], key: str, n: int, body: dict[str, Any]) -> list[httpx.Response]:
+async def held(fake: FakeUpstream, calls: list[Awaitable[T]]) -> list[T]:
+    """Run the calls at once while the fake upstream holds every request it receives, and open it only when each call
+    has either reached the upstream or been answered without it: every reservation is taken before any request
+    settles, however slow the machine (no delay to outlast)."""
+    before = len(fake.requests)
+    gate = fake.hold()
+    try:
+        tasks = [asyncio.ensure_future(call) for call in calls]
+        deadline = time.monotonic() + 120
+        while sum(t.done() for t in tasks) + len(fake.requests) - before < len(tasks):
+            assert time.monotonic() < deadline, "the calls neither reached the upstream nor were answered"
+            await asyncio.sleep(0.02)
+        gate.set()
+        return list(await asyncio.gather(*tasks))
+    finally:
+        fake.release()
+
+
+async def burst(urls: list[str], key: str, n: int, body: dict[str, Any], fake: FakeUpstream | None = None
+                ) -> list[httpx.Response]:
+    """n concurrent requests; with `fake`, held there until all n are in (see held())."""
     headers = {"Authorization": f"Bearer {key}"}
-    async with httpx.AsyncClient(headers=headers, timeout=60) as c:
-        return list(await asyncio.gather(*(c.post(f"{urls[i % len(urls)]}/v1/chat/completions", json=body)
-                                           for i in range(n))))
+    async with httpx.AsyncClient(headers=headers, timeout=180) as c:
+        calls = [c.post(f"{urls[i % len(urls)]}/v1/chat/completions", json=body) for i in range(n)]
+        return await held(fake, calls) if fake else list(await asyncio.gather(*calls))
 
 
 def key_info(url: str, key: str) -> dict[str, Any]:
@@ -90,15 +112,14 @@ def store_url(kind: str, tmp_path: Path) -> Iterator[str]:
 def test_fifty_concurrent_requests_never_overspend(fake: FakeUpstream, tmp_path: Path, kind: str,
                                                    limit: str) -> None:
     fake.reset()
-    for _ in range(60):
-        fake.script(delay=2.0)  # every reservation is taken before any request settles
     with store_url(kind, tmp_path) as url, two_gateways(gateway_config(fake, url), tmp_path) as (urls, admin):
         paid_for = str(WORST * 10)
         key = (make_key(urls[0], admin, "1000", limits={"budget": paid_for}) if limit == "budget"
                else make_key(urls[0], admin, paid_for))
-        responses = asyncio.run(burst(urls, key, 50, BODY))
+        responses = asyncio.run(burst(urls, key, 50, BODY, fake))  # no request settles before all have reserved
         codes = sorted(r.status_code for r in responses)
         assert codes.count(200) == 10 and codes.count(402) == 40, codes
+        assert len(fake.requests) == 10  # a refused request never reaches the upstream
         refusal = next(r for r in responses if r.status_code == 402).json()["error"]
         assert refusal["code"] == ("budget_exceeded" if limit == "budget" else "insufficient_credit")
         info = key_info(urls[1], key)
@@ -147,11 +168,28 @@ def test_the_openai_sdk_honours_retry_after_with_its_default_retries(metered: Li
     ws = metered.run(metered.gateway.store.create_workspace("sdk", Decimal(1000)))
     from handlers.store.base import Limits
 
-    key = metered.create_key(workspace_id=ws.id, limits=Limits(rpm=60))
-    asyncio.run(burst([metered.url], key, 60, BODY))  # the minute's whole allowance
-    client = openai.OpenAI(base_url=f"{metered.url}/v1", api_key=key)  # default max_retries
+    key = metered.create_key(workspace_id=ws.id, limits=Limits(rpm=20))  # one request frees every 3 s
+    asyncio.run(burst([metered.url], key, 20, BODY))  # the minute's whole allowance
+    probe = httpx.post(f"{metered.url}/v1/chat/completions", json=BODY, headers={"Authorization": f"Bearer {key}"})
+    assert probe.status_code == 429, probe.text
+    # The wait is until the next request frees: at most 3 s, and it is the same wait in both headers.
+    wait_ms = int(probe.headers["retry-after-ms"])
+    assert 0 < wait_ms <= 3000 and int(probe.headers["retry-after"]) == math.ceil(wait_ms / 1000)
+
+    seen: list[tuple[float, int, str]] = []
+
+    def record(response: httpx.Response) -> None:
+        seen.append((time.monotonic(), response.status_code, response.headers.get("retry-after-ms", "")))
+
+    http = openai.DefaultHttpxClient(event_hooks={"response": [record]})
+    client = openai.OpenAI(base_url=f"{metered.url}/v1", api_key=key, http_client=http)  # default max_retries
     reply = client.chat.completions.create(model="acme/paid", messages=USER, max_tokens=100)  # type: ignore[arg-type]
     assert reply.choices[0].message.content
+    statuses = [status for _, status, _ in seen]
+    assert statuses[0] == 429 and statuses[-1] == 200, statuses
+    refused_at, _, told = seen[0]
+    waited = seen[1][0] - refused_at  # from the 429's arrival to the retry's answer
+    assert int(told) / 1000 - 0.05 <= waited <= int(told) / 1000 + 5, (told, waited)
 
 
 def test_failures_and_cancelled_streams_release_their_hold(metered: Live, fake: FakeUpstream) -> None:

@@ -9,6 +9,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from decimal import Decimal
@@ -235,3 +236,106 @@ def test_prompt_and_answer_are_logged_only_when_asked(fake: FakeUpstream, tmp_pa
     entry = next(line for line in lines if line.get("request_id") == "req-text")
     assert (entry["prompt"], entry["answer"]) == ("a secret prompt", "Hello from fake")
     assert key not in log.read_text()
+
+
+def test_the_named_metrics_count_fallbacks_cooldowns_refusals_cost_and_timings(fake: FakeUpstream,
+                                                                               tmp_path: Path) -> None:
+    """The README's metrics beyond requests and tokens: each moves by what a known load did (read as deltas, since
+    every in-process gateway shares one registry)."""
+    fake.reset()
+    closed = free_port()  # nothing listens there: every connection to "down" is refused
+    config = {
+        "upstreams": {"down": {"kind": "openai", "base_url": f"http://127.0.0.1:{closed}/v1"},
+                      "up": {"kind": "openai", "base_url": fake.url}},
+        "models": [{"id": "acme/gone", "upstream": "down", "name": "gone-up"},
+                   {"id": "acme/metered", "upstream": "up", "name": "m-up", "price": {"input": "1", "output": "2"}}],
+        "policies": {"default": {"default_model": "acme/gone", "fallbacks": {"acme/gone": ["acme/metered"]}}},
+        "cooldown": {"failures": 1, "window_seconds": 60, "seconds": 60},
+    }
+    with serve(config, tmp_path) as g:
+        def now() -> dict[str, float]:
+            return {
+                "upstream": scrape(g.url, "specway_upstream_seconds_count", upstream="up", model="acme/metered"),
+                "first_byte": scrape(g.url, "specway_stream_first_byte_seconds_count", format="chat",
+                                     model="acme/metered"),
+                "cost": scrape(g.url, "specway_cost_total", model="acme/metered"),
+                "fallbacks": scrape(g.url, "specway_fallbacks_total", upstream="down"),
+                "cooldowns": scrape(g.url, "specway_cooldowns_total", upstream="down"),
+                "refusals": scrape(g.url, "specway_refusals_total", reason="credit"),
+            }
+
+        before = now()
+        funded = g.create_key(workspace_id=g.run(g.gateway.store.create_workspace("paying", Decimal(100))).id)
+        broke = g.create_key(workspace_id=g.run(g.gateway.store.create_workspace("broke", Decimal(0))).id)
+        costs = []
+        with httpx.Client(base_url=g.url, headers={"Authorization": f"Bearer {funded}"}, timeout=30) as c:
+            first = c.post("/v1/chat/completions", json={"messages": USER})  # down refuses: fallback, cooldown
+            assert first.status_code == 200 and first.headers["x-specway-model"] == "acme/metered", first.text
+            streamed = c.post("/v1/chat/completions", json={"messages": USER, "model": "acme/metered", "stream": True})
+            assert streamed.status_code == 200
+            for r in (first, streamed):
+                deadline = time.monotonic() + 30  # a streamed request's record is written once it ended
+                while not (record := c.get(f"/v1/route/explain/{r.headers['x-specway-decision-id']}")).is_success:
+                    assert time.monotonic() < deadline, record.text
+                    time.sleep(0.05)
+                costs.append(Decimal(record.json()["cost"]))
+        refused = httpx.post(f"{g.url}/v1/chat/completions", json={"messages": USER, "model": "acme/metered"},
+                             headers={"Authorization": f"Bearer {broke}"})
+        assert refused.status_code == 402, refused.text
+        after = now()
+    moved = {name: round(after[name] - before[name], 9) for name in after}
+    assert moved == {"upstream": 2, "first_byte": 1, "cost": float(sum(costs)), "fallbacks": 1, "cooldowns": 1,
+                     "refusals": 1}, moved
+    assert sum(costs) > 0
+
+
+def test_a_bad_configuration_file_names_the_file_the_path_and_the_reason(tmp_path: Path) -> None:
+    path = tmp_path / "broken.yaml"
+    path.write_text(yaml.safe_dump({"store": {"url": f"sqlite:///{tmp_path / 's.db'}"},
+                                    "upstreams": {"up": {"kind": "carrier-pigeon", "base_url": "http://x"}}}))
+    run = subprocess.run([sys.executable, "-m", "handlers.cli", "--config", str(path), "serve", "--port",
+                          str(free_port())], capture_output=True, text=True, timeout=60, check=False)
+    assert run.returncode == 2, run.stderr
+    assert f"{path}: upstreams.up.kind: Input should be 'openai', 'anthropic', 'responses' or 'echo'" in run.stderr
+    assert "Traceback" not in run.stderr and not (tmp_path / "s.db").exists()
+
+
+def test_the_first_key_is_printed_once_alone_on_stdout(fake: FakeUpstream, tmp_path: Path) -> None:
+    config = write_config(tmp_path, fake)
+    keys = []
+    for i in range(2):
+        proc, key = spawn(config, free_port(), tmp_path / f"serve{i}.log")
+        stop(proc)
+        keys.append(key)
+    assert re.fullmatch(r"sk-sw-\S+", keys[0]), keys[0]  # alone on its line; the words around it go to stderr
+    assert "it is shown only this once" in (tmp_path / "serve0.log").read_text()
+    assert keys[1] == "" and keys[0] not in (tmp_path / "serve1.log").read_text()  # a used store: nothing printed
+
+
+def test_sigterm_cuts_a_stream_off_at_drain_seconds(fake: FakeUpstream, tmp_path: Path) -> None:
+    """A stream that would outlast server.drain_seconds is cut there: the process does not wait for it."""
+    fake.reset()
+    fake.script(text=" ".join(["tok"] * 60), chunk_delay=0.5)  # about 30 s of stream
+    port = free_port()
+    proc, key = spawn(write_config(tmp_path, fake, drain_seconds=2), port, tmp_path / "serve.log")
+    try:
+        fund(f"http://127.0.0.1:{port}", key)
+        body = {"messages": USER, "model": "acme/m", "stream": True}
+        got = b""
+        with httpx.stream("POST", f"http://127.0.0.1:{port}/v1/chat/completions", json=body, timeout=60,
+                          headers={"Authorization": f"Bearer {key}"}) as r:
+            raw = r.iter_raw()
+            got += next(raw)
+            proc.send_signal(signal.SIGTERM)
+            signalled = time.monotonic()
+            try:
+                for chunk in raw:
+                    got += chunk
+            except httpx.HTTPError:
+                pass  # the connection closed mid-stream: that is the cut
+        proc.wait(30)
+        took = time.monotonic() - signalled
+    finally:
+        stop(proc)
+    assert b"[DONE]" not in got and b"tok" in got  # the stream had begun, and did not finish
+    assert 1.5 <= took < 15, took  # it was given drain_seconds (2), then cut: not the 30 s the stream needed

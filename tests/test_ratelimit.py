@@ -2,7 +2,7 @@
 
 Redis: SPECWAY_TEST_REDIS_URL (default redis://127.0.0.1:6379/0), a fresh random key prefix per test whose keys are
 deleted afterwards. Unreachable: skip, or fail when CI=true. Outage and recovery tests start a redis-server of their
-own on a free port (skipped when the binary is missing). Timing assertions only bound from one side, with slack.
+own on a free port (skipped when the binary is missing, failing under CI). Timing assertions only bound from one side, with slack.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import math
 import multiprocessing
 import os
 import secrets
-import shutil
 import socket
 import subprocess
 import time
@@ -36,6 +35,7 @@ from handlers.metering.ratelimit import (
     headers,
     retry_headers,
 )
+from tests.conftest import tool, unavailable
 
 REDIS_URL = os.environ.get("SPECWAY_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 
@@ -66,9 +66,7 @@ async def _admin() -> aioredis.Redis:
     except (RedisError, OSError) as exc:
         await client.aclose()
         message = f"Redis at {REDIS_URL} unreachable: {type(exc).__name__}"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(message)
-        pytest.skip(message)
+        unavailable(message)
     return client
 
 
@@ -295,8 +293,8 @@ def _wait(condition: Callable[[], bool], what: str) -> None:
 
 @contextmanager
 def _redis_server(port: int, where: Path) -> Iterator[None]:
-    if not shutil.which("redis-server") or not shutil.which("redis-cli"):
-        pytest.skip("redis-server or redis-cli not on PATH")
+    tool("redis-server")
+    tool("redis-cli")
     options = ["--save", "", "--appendonly", "no", "--daemonize", "yes", "--bind", "127.0.0.1"]
     files = ["--dir", str(where), "--pidfile", str(where / f"{port}.pid"), "--logfile", str(where / f"{port}.log")]
     subprocess.run(["redis-server", "--port", str(port), *options, *files], check=True, capture_output=True)

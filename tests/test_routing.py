@@ -17,7 +17,7 @@ from handlers.inference.canonical import Message, Request, Text
 from handlers.inference.cooldown import Cooldowns
 from handlers.inference.routing import normalise_effort
 from handlers.store import open_store
-from tests.conftest import Live, serve
+from tests.conftest import Live, free_port, serve
 from tests.fake_upstream import FakeUpstream
 
 USER = [{"role": "user", "content": "hi"}]
@@ -185,7 +185,9 @@ def test_explain_reads_a_streamed_request_once_it_ended(gw: Live) -> None:
     assert r.status_code == 200 and b"message_stop" in r.content
     record = explain(gw, r).json()
     assert record["stream"] is True and record["outcome"] == "ok" and record["usage"]["output_tokens"] > 0
-    assert explain(gw, r).request.url.path.endswith(r.headers["x-specway-decision-id"])
+    # The record read back is this request's: the id the answer carried, in its header and in its message id.
+    assert record["id"] == r.headers["x-specway-decision-id"]
+    assert f'"id":"msg_{record["id"]}"' in r.text.replace(" ", "")
     prefixed = httpx.get(f"{gw.url}/v1/route/explain/msg_{record['id']}", headers=gw.headers)
     assert prefixed.json()["id"] == record["id"]
 
@@ -281,3 +283,21 @@ def test_weights_spread_a_tier_and_the_rest_stay_fallbacks() -> None:
         assert sorted(c.model.id for c in d.candidates) == ["m1", "m2"]  # the other one is the fallback
     share = chosen.count("m2") / len(chosen)
     assert 0.6 < share < 0.9  # weight 3 of 4
+
+
+def test_an_upstream_that_refuses_the_connection_falls_back(fakes: tuple[FakeUpstream, FakeUpstream],
+                                                             tmp_path: Path) -> None:
+    """README: the next candidate is tried when the chosen upstream "refuses the connection"."""
+    a, b = fakes
+    b.reset()
+    closed = free_port()  # nothing listens there: the connection is refused
+    cfg = config(a, b)
+    cfg["upstreams"]["a"]["base_url"] = f"http://127.0.0.1:{closed}/v1"
+    with serve(cfg, tmp_path) as g:
+        for stream in (False, True):
+            r = post(g, "/v1/chat/completions", {"messages": USER, "stream": stream})
+            assert r.status_code == 200 and r.headers["x-specway-model"] == "acme/strong", r.text
+            record = explain(g, r).json()
+            assert [(x["model"], x["status"]) for x in record["attempts"]] == [("acme/fast", None), ("acme/strong", 200)]
+            assert record["attempts"][0]["error"]
+            assert "acme/fast failed before answering, so the fallback acme/strong answered" in record["explanation"]
