@@ -1054,13 +1054,11 @@ class ChatCompletion(StrictModel):
     usage: ChatUsage
 
 
-class MessageCountTokensRequest(MessagesRequest):
+class ResponseObject(StrictModel):
     """
-    POST /v1/messages/count_tokens: the Messages request whose prompt is counted (messages, system, tools, tool_choice, thinking ...), with `model` optional as in /v1/messages: without it the key's routing chooses. Nothing is generated, so max_tokens, stream and the other sampling fields are accepted and ignored.
+    The answer of POST /v1/responses (OpenAI's response object, `object` is `response`).
     """
 
-
-class Response(StrictModel):
     model_config = ConfigDict(
         extra="allow",
     )

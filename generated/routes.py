@@ -24,7 +24,7 @@ async def count_message_tokens():
     anthropic_beta = headers.get("anthropic-beta")
     anthropic_version = headers.get("anthropic-version")
     principal = await glue.authenticate(request, "inference")
-    body = await glue.parse_body(request, models.MessageCountTokensRequest)
+    body = await glue.parse_body(request, models.MessagesRequest)
     return await inference.count_message_tokens(principal, body, anthropic_beta, anthropic_version)
 
 

@@ -42,7 +42,7 @@ def test_quickstart_on_every_endpoint(client: httpx.Client) -> None:
     msg = models.Message.model_validate(r.json())
     assert msg.id.startswith("msg_") and msg.content[0].text
     r = client.post("/v1/responses", json={"input": "Say hello in one sentence."})
-    resp = models.Response.model_validate(r.json())
+    resp = models.ResponseObject.model_validate(r.json())
     assert resp.id.startswith("resp_") and resp.output_text
     assert r.headers["x-specway-decision-id"] == resp.id.removeprefix("resp_")
 
@@ -196,6 +196,25 @@ def test_body_over_the_limit_is_413(tmp_path: Path) -> None:
         assert_error(r, 413, "request_too_large")
         ok = c.post("/v1/chat/completions", json=CHAT)
         assert ok.status_code == 200
+
+
+def _body_of(size: int) -> bytes:
+    """A valid chat request of exactly `size` bytes."""
+    head, tail = b'{"messages": [{"role": "user", "content": "', b'"}]}'
+    return head + b"x" * (size - len(head) - len(tail)) + tail
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
+def test_a_body_of_exactly_the_limit_passes_and_one_byte_more_does_not(tmp_path: Path, chunked: bool) -> None:
+    limit = 2048
+    with serve({"server": {"body_limit_bytes": limit}}, tmp_path) as g, \
+            httpx.Client(base_url=g.url, headers={**g.headers, "content-type": "application/json"}) as c:
+        for size, status in ((limit, 200), (limit + 1, 413)):
+            body = _body_of(size)
+            assert len(body) == size
+            content: bytes | Iterator[bytes] = iter([body[:1000], body[1000:]]) if chunked else body
+            r = c.post("/v1/chat/completions", content=content)
+            assert r.status_code == status, (size, r.text)
 
 
 def test_a_crash_is_a_500_in_the_error_shape(live: Live, monkeypatch: pytest.MonkeyPatch) -> None:

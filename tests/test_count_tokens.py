@@ -130,7 +130,7 @@ def test_other_upstreams_answer_the_gateways_estimate_and_say_so(live: Live, fak
     counted = raw.parse()
     assert fake.requests == []  # no upstream call at all
     assert raw.headers["x-specway-estimated"] == "true" and raw.headers["x-specway-model"] == model
-    req = messages.parse(models.MessageCountTokensRequest.model_validate(
+    req = messages.parse(models.MessagesRequest.model_validate(
         {"model": model, "system": SYSTEM, "messages": MESSAGES, "tools": TOOLS}))
     assert counted.input_tokens == count_tokens.estimate(req) > 0
     record = explain(live, raw.headers["x-specway-decision-id"])
@@ -222,7 +222,7 @@ def _upstream(answer: dict[str, Any], seen: list[httpx.Request]) -> AnthropicUps
 async def test_the_count_body_is_the_message_body_without_what_only_generation_reads() -> None:
     seen: list[httpx.Request] = []
     upstream = _upstream({"input_tokens": 42}, seen)
-    req = messages.parse(models.MessageCountTokensRequest.model_validate({
+    req = messages.parse(models.MessagesRequest.model_validate({
         "model": "acme/an", "system": SYSTEM, "messages": MESSAGES, "max_tokens": 5, "stream": True,
         "temperature": 0.5, "top_p": 0.9, "top_k": 3, "stop_sequences": ["END"], "metadata": {"user_id": "u"}}))
     try:
@@ -239,7 +239,7 @@ async def test_the_count_body_is_the_message_body_without_what_only_generation_r
 @pytest.mark.parametrize("answer", [{}, {"input_tokens": "12"}, {"input_tokens": -1}, {"input_tokens": True}])
 async def test_a_count_without_a_count_is_a_protocol_failure(answer: dict[str, Any]) -> None:
     upstream = _upstream(answer, [])
-    req = messages.parse(models.MessageCountTokensRequest.model_validate({"messages": MESSAGES}))
+    req = messages.parse(models.MessagesRequest.model_validate({"messages": MESSAGES}))
     try:
         with pytest.raises(UpstreamError) as caught:
             await upstream.count_tokens(req, "claude-up")

@@ -366,7 +366,7 @@ def test_render_responses_reasoning_comes_before_the_message() -> None:
     result = Result([THOUGHT, Text("Hello"), CALL_IN_RESULT], FinishReason.TOOL_CALLS, Usage(100, 20, 60, 30))
     rendered = render("responses", result)
     openai_responses.Response.model_validate(rendered)
-    g.Response.model_validate(rendered)
+    g.ResponseObject.model_validate(rendered)
     thought, message, call = rendered["output"]
     assert thought == {
         "id": "rs_up",

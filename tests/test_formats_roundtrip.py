@@ -70,7 +70,7 @@ SDK_TYPES = {
     "messages": anthropic_types.Message,
     "responses": openai_responses.Response,
 }
-OUR_TYPES = {"chat": g.ChatCompletion, "messages": g.Message, "responses": g.Response}
+OUR_TYPES = {"chat": g.ChatCompletion, "messages": g.Message, "responses": g.ResponseObject}
 
 
 @pytest.mark.parametrize("fmt", MODULES)

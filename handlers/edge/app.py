@@ -58,7 +58,7 @@ def create_app(config: Config | None = None, *, gateway: Gateway | None = None) 
         error_handlers={ApiError: _on_api_error, HTTPException: _on_http, Exception: _on_crash},
         on_refusal=_on_refusal,
     )
-    return Edge(app, gw)
+    return Edge(app, gw, spec=paths.SPEC.read_bytes())  # served as it is in the repository, $refs and names kept
 
 
 def factory() -> Edge:

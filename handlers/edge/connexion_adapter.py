@@ -22,6 +22,9 @@ pieces below; each names what it relies on and why it exists:
   first call and kept. They rely on `AsyncOperation._fn`, `BaseDecorator.decorate`, `BaseDecorator.uri_parser`
   (which reads `connexion.context.operation`, hence built on the first call) and `framework.get_request`. What the
   route function receives is unchanged: Connexion's own decorators still parse path and query parameters.
+- `SwaggerUIOptions(serve_spec=False)`: Connexion would serve `/openapi.json` (and `/openapi.yaml`) from its
+  resolved spec, every `$ref` inlined (middleware/swagger_ui.py `_spec_for_prefix`); the edge serves the bundled
+  file instead (handlers/edge/middleware.py). Swagger UI's page still loads `{base_path}/openapi.json`.
 - Error handlers: Connexion calls them with a `ConnexionRequest` and expects a `ConnexionResponse`; its own request
   checks raise `ProblemException`. Ours see only the request path and the exception and return an `ApiError`, and
   a `ProblemException` reaches them as a `Refusal`.
@@ -130,7 +133,9 @@ def build_connexion_app(spec: Path, *, resolve: Callable[[str], Callable[..., An
         lifespan=lifespan,
         pythonic_params=True,
         validator_map={**VALIDATOR_MAP, "body": MediaTypeDict({"*/*json": _BodyParsedByRoute})},
-        swagger_ui_options=SwaggerUIOptions(swagger_ui_path=docs_path),
+        # The edge serves /openapi.json itself (the bundled file, not Connexion's ref-inlined copy); Swagger UI
+        # still points at /openapi.json.
+        swagger_ui_options=SwaggerUIOptions(swagger_ui_path=docs_path, serve_spec=False),
     )
     app._middleware_app.api_cls = _Api
     app.add_api(spec, resolver=Resolver(resolve), validate_responses=False)

@@ -1,4 +1,8 @@
-"""The edge of the app: request ids, the body-size limit, and the gateway bound for the request."""
+"""The edge of the app: request ids, the body-size limit, the gateway bound for the request, and the spec document.
+
+`GET /openapi.json` is answered here, before Connexion, with the bundled openapi.json byte for byte (read once at
+startup): Connexion would serve its resolved copy, every `$ref` inlined, and clients generated from that lose the
+schema names."""
 
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ from handlers.gateway import Gateway
 from handlers.observability import metrics, requestlog
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+SPEC_PATH = "/openapi.json"  # where the spec document is served (Swagger UI at /docs reads it)
 
 
 def _too_large(limit: int) -> ApiError:
@@ -25,10 +30,11 @@ class Edge:
     """Outermost ASGI layer. The body limit is enforced while reading: a declared Content-Length over the
     limit is refused before any byte is read, and a chunked body is counted as it arrives."""
 
-    def __init__(self, app: ASGIApp, gateway: Gateway) -> None:
+    def __init__(self, app: ASGIApp, gateway: Gateway, *, spec: bytes | None = None) -> None:
         self.app = app
         self.gateway = gateway
         self.limit = gateway.config.server.body_limit_bytes
+        self.spec = spec
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         self.gateway.bind()
@@ -53,6 +59,8 @@ class Edge:
             length = _content_length(scope)
             if length is not None and length > self.limit:
                 await _send_error(send_with_id, _too_large(self.limit))  # nothing of the body is read
+            elif self.spec is not None and scope["path"] == SPEC_PATH:
+                await _send_spec(send_with_id, scope["method"], self.spec)
             else:
                 await self.app(scope, _counting(receive, self.limit), send_with_id)
         finally:
@@ -97,7 +105,18 @@ def _counting(receive: Receive, limit: int) -> Receive:
 
 async def _send_error(send: Send, err: ApiError) -> None:
     body = err.json()
-    headers: list[Any] = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    headers: list[Any] = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                          *((name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in err.headers.items())]
     await send({"type": "http.response.start", "status": err.status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
+
+
+async def _send_spec(send: Send, method: str, spec: bytes) -> None:
+    if method not in ("GET", "HEAD"):
+        err = ApiError(405, "method_not_allowed", "This path does not allow that method.", headers={"Allow": "GET"})
+        await _send_error(send, err)
+        return
+    headers: list[Any] = [(b"content-type", b"application/json"), (b"content-length", str(len(spec)).encode())]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": b"" if method == "HEAD" else spec})

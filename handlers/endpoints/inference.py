@@ -28,7 +28,7 @@ async def create_message(principal: Principal, body: models.MessagesRequest, ant
     return await relay(principal, req, messages)
 
 
-async def count_message_tokens(principal: Principal, body: models.MessageCountTokensRequest,
+async def count_message_tokens(principal: Principal, body: models.MessagesRequest,
                                anthropic_beta: str | None = None, anthropic_version: str | None = None) -> Response:
     req = messages.parse(body)
     req.headers = {name: value for name, value in (("anthropic-beta", anthropic_beta),
