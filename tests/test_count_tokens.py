@@ -14,10 +14,10 @@ import orjson
 import pytest
 
 from generated import models
-from handlers.inference import count_tokens
 from handlers.inference.formats import messages
 from handlers.inference.upstreams import AnthropicUpstream
 from handlers.inference.upstreams.base import UpstreamError
+from handlers.serving import count_tokens
 from handlers.store.base import Limits
 from tests.conftest import Live, free_port, serve
 from tests.fake_upstream import FakeUpstream, count_words

@@ -264,7 +264,6 @@ def test_weights_spread_a_tier_and_the_rest_stay_fallbacks() -> None:
     from datetime import UTC, datetime
 
     from generated.config import Config
-    from handlers.administration.auth import Principal
     from handlers.inference.catalog import Catalog
     from handlers.inference.routing import decide
     from handlers.store.base import Key
@@ -277,7 +276,7 @@ def test_weights_spread_a_tier_and_the_rest_stay_fallbacks() -> None:
     key = Key("key_1", "ws_1", "k", "sk-…", ("inference",), None, "p", None, datetime.now(UTC), None, None)
     chosen = []
     for _ in range(400):
-        d = decide(Catalog.from_config(cfg), cfg.policies or {}, "p", Principal(key),
+        d = decide(Catalog.from_config(cfg), cfg.policies or {}, "p", key,
                    Request("chat", [Message("user", [Text("x")])], effort="high"))
         chosen.append(d.candidates[0].model.id)
         assert sorted(c.model.id for c in d.candidates) == ["m1", "m2"]  # the other one is the fallback

@@ -6,9 +6,9 @@ from starlette.responses import Response
 
 from generated import models
 from handlers.administration.auth import Principal
-from handlers.inference import count_tokens
 from handlers.inference.formats import chat, messages, responses
-from handlers.inference.relay import relay
+from handlers.serving import count_tokens
+from handlers.serving.relay import relay
 
 
 async def create_chat_completion(principal: Principal, body: models.ChatCompletionRequest) -> Response:

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from generated.config import PolicySettings
-from handlers.administration.auth import Principal
 from handlers.errors import ApiError
 from handlers.inference.canonical import Request
 from handlers.inference.catalog import Catalog, Model
+from handlers.store.base import Key
 
 EFFORT_TIERS = ("minimal", "low", "medium", "high")
 _EFFORT_WORDS = {"none": "minimal", "minimal": "minimal", "low": "low", "medium": "medium", "high": "high", "max": "high",
@@ -35,7 +35,7 @@ class Candidate:
 @dataclass(frozen=True, slots=True)
 class Plan:
     id: str
-    principal: Principal
+    key: Key  # the relay key that made the request
     format: str
     requested: str | None
     effort: str | None
@@ -65,13 +65,12 @@ def normalise_effort(req: Request, policy: PolicySettings) -> str | None:
     return None
 
 
-def decide(catalog: Catalog, policies: dict[str, PolicySettings], default_policy: str, principal: Principal,
+def decide(catalog: Catalog, policies: dict[str, PolicySettings], default_policy: str, key: Key,
            req: Request) -> Plan:
-    key = principal.key
     policy_name = key.policy if key.policy in policies else default_policy
     policy = policies[policy_name]
     effort = normalise_effort(req, policy)
-    plan = Plan(new_decision_id(), principal, req.format, req.model, effort, policy_name, req.stream, why="")
+    plan = Plan(new_decision_id(), key, req.format, req.model, effort, policy_name, req.stream, why="")
     try:
         first, why, rest = _first_choice(catalog, policy, policy_name, key.models, req.model, effort)
     except ApiError as err:

@@ -26,7 +26,7 @@ def record(plan: Plan, trace: Trace) -> dict[str, Any]:
     u = trace.usage
     return {
         "id": plan.id, "object": "route.decision", "created_at": plan.created.isoformat(),
-        "key_id": plan.principal.key.id, "workspace_id": plan.principal.workspace_id, "format": plan.format,
+        "key_id": plan.key.id, "workspace_id": plan.key.workspace_id, "format": plan.format,
         "requested_model": plan.requested, "effort": plan.effort, "policy": plan.policy, "stream": plan.stream,
         "candidates": [{"model": c.model.id, "upstream": c.model.upstream, "verdict": c.verdict, "reason": c.reason}
                        for c in plan.candidates],

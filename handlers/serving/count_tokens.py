@@ -21,11 +21,11 @@ from handlers.inference import routing, tokens
 from handlers.inference.canonical import Request, Usage
 from handlers.inference.catalog import Model
 from handlers.inference.formats.base import Traits
-from handlers.inference.relay import attempt, decision_headers, traits_for
 from handlers.inference.routing import Plan
 from handlers.inference.trace import Trace
 from handlers.inference.upstreams.base import Upstream
 from handlers.observability import decisions, requestlog
+from handlers.serving.relay import attempt, decision_headers, traits_for
 
 ESTIMATED = "x-specway-estimated"
 _COUNTED_ONLY = (" Only the prompt's tokens were counted (POST /v1/messages/count_tokens): nothing was generated "
@@ -51,7 +51,7 @@ async def count(principal: Principal, req: Request) -> Response:
     gw = gateway.current()
     trace = Trace()
     req.stream = False  # nothing is generated, so nothing streams
-    plan = routing.decide(gw.catalog, gw.config.policies, gw.config.default_policy, principal, req)
+    plan = routing.decide(gw.catalog, gw.config.policies, gw.config.default_policy, principal.key, req)
     await gw.cooldowns.refresh(c.model.upstream for c in plan.candidates)
     # No context-window check: a prompt too long for a model still has a count, and the caller wants to know it.
     plan = routing.screen(plan, gw.cooldowns.remaining, 0)
@@ -106,6 +106,6 @@ def _done(plan: Plan, trace: Trace) -> None:
     record["explanation"] += _COUNTED_ONLY
     gateway.current().recorder.add(record)
     u = trace.usage
-    requestlog.add(decision_id=plan.id, key_id=plan.principal.key.id, format=plan.format,
+    requestlog.add(decision_id=plan.id, key_id=plan.key.id, format=plan.format,
                    model=trace.answered.id if trace.answered else None, outcome=trace.outcome,
                    input_tokens=u.input_tokens if u else None, cost=trace.cost, upstream_ms=trace.upstream_ms())

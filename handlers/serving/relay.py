@@ -70,7 +70,7 @@ def decision_headers(plan: Plan, trace: Trace, hold: Hold | None = None) -> dict
 async def relay(principal: Principal, req: Request, wire: CallerFormat) -> Response:
     gw = gateway.current()
     trace = Trace()
-    plan = routing.decide(gw.catalog, gw.config.policies, gw.config.default_policy, principal, req)
+    plan = routing.decide(gw.catalog, gw.config.policies, gw.config.default_policy, principal.key, req)
     await gw.cooldowns.refresh(c.model.upstream for c in plan.candidates)
     estimate = tokens.input_tokens(req)  # once: the context check and the reservation both need it
     plan = routing.screen(plan, gw.cooldowns.remaining, estimate + (req.max_tokens or 0))
@@ -110,7 +110,7 @@ def _done(gw: gateway.Gateway, plan: Plan, trace: Trace) -> None:
     gw.recorder.add(decisions.record(plan, trace))
     metrics.observe(plan, trace, time.perf_counter() - trace.started)
     u = trace.usage
-    requestlog.add(decision_id=plan.id, key_id=plan.principal.key.id, format=plan.format,
+    requestlog.add(decision_id=plan.id, key_id=plan.key.id, format=plan.format,
                    model=trace.answered.id if trace.answered else None, outcome=trace.outcome,
                    input_tokens=u.input_tokens if u else None, output_tokens=u.output_tokens if u else None,
                    cost=trace.cost, upstream_ms=trace.upstream_ms())
