@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 
 import httpx
@@ -47,6 +48,7 @@ def test_workspace_lifecycle(admin: httpx.Client) -> None:
     assert r.status_code == 201, r.text
     ws = models.Workspace.model_validate(r.json())
     assert (ws.name, ws.credit) == ("team a", "10.50")
+    assert Decimal(ws.reserved) == Decimal(ws.spend_total) == 0  # both are shown, as amounts
     assert admin.post(f"/v1/workspaces/{ws.id}/credit", json={"amount": "2.25"}).json()["credit"] == "12.75"
     assert admin.patch(f"/v1/workspaces/{ws.id}", json={"name": "team b"}).json()["name"] == "team b"
     assert ws.id in [w["id"] for w in admin.get("/v1/workspaces").json()["data"]]
@@ -85,11 +87,22 @@ def test_update_and_revoke(gw: Live, admin: httpx.Client) -> None:
     updated = models.Key.model_validate(r.json())
     assert (updated.scopes, updated.models, updated.limits.rpm, updated.limits.budget) == (
         ["inference", "key:read"], ["fast"], 10, "5.00")
+    # a second PATCH changes only what it names: the limits it leaves out keep their values (caught by `make mutate`)
+    r = admin.patch(f"/v1/keys/{key['id']}", json={"name": "svc 2", "expires_at": "2999-01-01T00:00:00Z",
+                                                   "limits": {"tpm": 500, "budget_period": "daily"}})
+    assert r.status_code == 200, r.text
+    again = models.Key.model_validate(r.json())
+    assert (again.name, again.scopes, again.limits.rpm, again.limits.tpm, again.limits.budget,
+            again.limits.budget_period) == ("svc 2", ["inference", "key:read"], 10, 500, "5.00", "daily")
+    assert again.expires_at is not None and again.expires_at.startswith("2999-01-01")
     with client(gw, key["secret"]) as c:
         assert c.get("/v1/key").json()["limits"]["rpm"] == 10
         assert admin.delete(f"/v1/keys/{key['id']}").json()["revoked_at"]
         assert c.get("/v1/key").status_code == 401
-    assert admin.delete("/v1/keys/key_nope").status_code == 404
+    limited = admin.post("/v1/keys", json={"name": "capped", "limits": {"rpm": 7, "tpm": 700}}).json()
+    assert (limited["limits"]["rpm"], limited["limits"]["tpm"]) == (7, 700)  # limits given at creation are kept
+    nope = admin.delete("/v1/keys/key_nope")
+    assert (nope.status_code, nope.json()["error"]["code"]) == (404, "key_not_found")
 
 
 @pytest.mark.parametrize(("body", "param"), [

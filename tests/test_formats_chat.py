@@ -182,6 +182,7 @@ def test_render_chat() -> None:
     )
     choice = rendered["choices"][0]
     assert choice["message"]["content"] is None and choice["finish_reason"] == "tool_calls"
+    assert (choice["index"], choice["logprobs"], choice["message"]["refusal"]) == (0, None, None)
     assert choice["message"]["tool_calls"] == [
         {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'}}
     ]

@@ -780,3 +780,13 @@ def test_messages_stream_starts_with_the_gateways_estimate_when_usage_comes_late
     assert events[-2]["usage"] == {"input_tokens": 12, "output_tokens": 2}
     early: list[Event] = [UsageReport(Usage(40, 1)), *late]  # the upstream's own count wins
     assert stream_events(render_stream(early, Answer("d", "m", 0, 11)))[0]["message"]["usage"]["input_tokens"] == 40
+
+
+def test_read_usage_counts_cache_tokens_into_input_only_when_given() -> None:
+    from handlers.inference.formats.messages.vocabulary import read_usage
+
+    plain = read_usage({"input_tokens": 10, "output_tokens": 5})
+    cached = read_usage({"input_tokens": 10, "output_tokens": 5, "cache_read_input_tokens": 2,
+                         "cache_creation_input_tokens": 1})
+    assert (plain.input_tokens, cached.input_tokens, cached.cached_input_tokens) == (10, 13, 2)
+    assert read_usage({"output_tokens": 5}).input_tokens is None  # unknown stays unknown (caught by `make mutate`)

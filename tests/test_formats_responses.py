@@ -387,6 +387,13 @@ def test_render_responses_reasoning_comes_before_the_message() -> None:
 CALL_IN_RESULT = ToolCall("call_1", "f", "{}")
 
 
+def test_render_responses_joins_a_run_of_text_into_one_message() -> None:
+    # adjacent text blocks (an upstream that split its text) make one message item; caught by `make mutate`
+    rendered = render("responses", Result([Text("Hel"), Text("lo")], FinishReason.STOP, Usage(1, 2)))
+    (message,) = rendered["output"]
+    assert (message["content"][0]["text"], rendered["output_text"]) == ("Hello", "Hello")
+
+
 def test_render_responses_another_providers_thinking_has_our_id_and_no_encrypted_content() -> None:
     anthropic = Thinking("Hmm.", signature="sig", format="messages")
     redacted = Thinking("", redacted="opaque", format="messages")  # nothing a Responses caller can read: left out

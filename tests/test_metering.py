@@ -172,6 +172,8 @@ def test_the_openai_sdk_honours_retry_after_with_its_default_retries(metered: Li
     asyncio.run(burst([metered.url], key, 20, BODY))  # the minute's whole allowance
     probe = httpx.post(f"{metered.url}/v1/chat/completions", json=BODY, headers={"Authorization": f"Bearer {key}"})
     assert probe.status_code == 429, probe.text
+    refused = probe.json()["error"]
+    assert refused["code"] == "rate_limit_exceeded" and "limit of 20 requests per minute" in refused["message"]
     # The wait is until the next request frees: at most 3 s, and it is the same wait in both headers.
     wait_ms = int(probe.headers["retry-after-ms"])
     assert 0 < wait_ms <= 3000 and int(probe.headers["retry-after"]) == math.ceil(wait_ms / 1000)

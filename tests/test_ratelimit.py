@@ -325,7 +325,7 @@ async def test_unreachable_redis_fails_open_or_closed(caplog: pytest.LogCaptureF
     opened, closed = RedisLimiter(url, on_error="open"), RedisLimiter(url, on_error="closed")
     try:
         for _ in range(3):
-            assert (await opened.hit("k", 60)).allowed
+            assert await opened.hit("k", 60, 5) == Verdict(True, 60, 55, 0.0, None)  # headers as if counted
             assert await closed.hit("k", 60) == Verdict(False, 60, 0, 1.0, 1.0)
             assert not (await closed.peek("k", 60)).allowed
             await closed.refund("k", 60, 1)  # best effort: no exception
@@ -336,6 +336,7 @@ async def test_unreachable_redis_fails_open_or_closed(caplog: pytest.LogCaptureF
         await closed.aclose()
     warnings = [r for r in caplog.records if r.name == "specway.ratelimit" and r.levelno == logging.WARNING]
     assert len(warnings) == 2  # once per limiter and outage, not per request
+    assert sorted(r.getMessage().rsplit(" ", 1)[1] for r in warnings) == ["closed", "open"]
 
 
 async def test_recovers_when_redis_returns(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
