@@ -76,7 +76,7 @@ class Server(BaseModel):
     """
     key_cache_seconds: StrictFloat = Field(5, ge=0.0)
     """
-    How long a relay key lookup is cached; a revoked key stops working within this time.
+    How long a relay key lookup is cached; a revoked key stops working within this time. While the store cannot be reached, a key seen before keeps working from the cache (a key revoked through this process excepted).
     """
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     """
@@ -103,6 +103,10 @@ class StoreSettings(BaseModel):
     url: StrictStr = "sqlite:///specway.db"
     """
     sqlite:///relative.db, sqlite:////absolute.db or postgresql://user@host/db.
+    """
+    timeout_seconds: StrictFloat = Field(5, gt=0.0)
+    """
+    How long one store call on a request's path may wait on the database (for a pooled connection, a lock, an answer) before the store counts as unreachable and the request gets 503 store_unavailable with Retry-After. Settlements wait this long too, so under heavy priced load keep it generous (5 s, SQLite's old lock wait).
     """
 
 

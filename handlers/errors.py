@@ -62,6 +62,21 @@ class ApiError(Exception):
         return orjson.dumps(self.body())
 
 
+STORE_RETRY_AFTER = 5  # seconds a caller is told to wait when the store cannot be reached
+
+
+class StoreUnavailable(ApiError):
+    """The store did not answer within `store.timeout_seconds`, or could not be reached at all.
+
+    Raised by the store backends, so any request that needs the store answers 503 `store_unavailable` with
+    Retry-After, never 500 (nor 401, for a key the gateway cannot look up). `reason` says what failed, for logs."""
+
+    def __init__(self, reason: str = "") -> None:
+        super().__init__(503, "store_unavailable", "The gateway's store cannot be reached right now; retry shortly.",
+                         headers={"Retry-After": str(STORE_RETRY_AFTER)})
+        self.reason = reason
+
+
 def bad_request(message: str, param: str | None = None, code: str = "invalid_request") -> ApiError:
     return ApiError(400, code, message, param=param)
 

@@ -36,7 +36,7 @@ class Gateway:
     def __init__(self, config: Config, *, store: Store | None = None) -> None:
         self.config = config
         self.catalog = Catalog.from_config(config)
-        self.store = store or open_store(config.store.url)
+        self.store = store or open_store(config.store.url, float(config.store.timeout_seconds))
         self.upstreams: dict[str, Upstream] = {}
         self.keys = KeyCache(self.store, ttl=float(config.server.key_cache_seconds))
         self.recorder = Recorder(self.store, float(config.decisions.retention_days))

@@ -2,19 +2,27 @@
 
 A key revoked or expired in the store stops working within `server.key_cache_seconds` (default 5 s):
 cached entries are trusted only that long. Unknown keys are never cached, so a new key works at once.
+
+While the store cannot be reached (StoreUnavailable), a key this process has seen keeps working from its last
+cached entry, stale or not, for as long as the store is away; a key revoked or changed through this process was
+dropped from the cache (forget) and is not served. An unknown key then gets 503 store_unavailable: whether it
+exists cannot be known, so it is neither refused (401) nor let in.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from handlers.errors import ApiError
+from handlers.errors import ApiError, StoreUnavailable
 from handlers.periodic import Periodic
-from handlers.store.base import Key, Store, hash_secret
+from handlers.store.base import Key, Outage, Store, hash_secret
 
 _TOUCH_EVERY = 5.0  # seconds between batched last-used writes
+
+log = logging.getLogger("specway")
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,9 +48,12 @@ class KeyCache:
     def __init__(self, store: Store, ttl: float) -> None:
         self._store = store
         self._ttl = ttl
+        # hash -> (key, fresh until): kept after it is stale, to serve while the store is away
         self._entries: dict[str, tuple[Key, float]] = {}
         self._touched: dict[str, datetime] = {}
         self._toucher = Periodic(self.flush, _TOUCH_EVERY, "record keys' last use")
+        self._lookups = Outage("key lookups", "keys seen before are served from this process's cache", log)
+        self._touches = Outage("keys' last use", "it stays pending and is retried", log)
 
     async def lookup(self, secret: str) -> Key | None:
         digest = hash_secret(secret)
@@ -51,11 +62,19 @@ class KeyCache:
         if hit is not None and hit[1] > now:
             key = hit[0]
         else:
-            key = await self._store.key_by_secret(secret)
-            if key is None:
-                self._entries.pop(digest, None)
-                return None
-            if self._ttl > 0:
+            try:
+                found = await self._store.key_by_secret(secret)
+            except StoreUnavailable as away:
+                if hit is None:
+                    raise
+                self._lookups.down(away.reason)
+                key = hit[0]  # stale: the store is away, and this process knows of no revocation
+            else:
+                self._lookups.up()
+                if found is None:
+                    self._entries.pop(digest, None)
+                    return None
+                key = found
                 self._entries[digest] = (key, now + self._ttl)
         self._touched[key.id] = datetime.now(UTC)
         return key
@@ -83,6 +102,17 @@ class KeyCache:
         await self._toucher.stop()
 
     async def flush(self) -> None:
-        if self._touched:
-            touched, self._touched = self._touched, {}
+        if not self._touched:
+            return
+        touched, self._touched = self._touched, {}
+        try:
             await self._store.touch_keys(touched)
+        except BaseException as exc:
+            for key_id, at in touched.items():  # kept for the next flush; a later use wins
+                if key_id not in self._touched or self._touched[key_id] < at:
+                    self._touched[key_id] = at
+            if isinstance(exc, StoreUnavailable):
+                self._touches.down(exc.reason)
+                return
+            raise
+        self._touches.up()

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
 
-from handlers.errors import ApiError
+from handlers.errors import ApiError, StoreUnavailable
 from handlers.inference import tokens
 from handlers.inference.canonical import Request, Usage
 from handlers.inference.catalog import Model
@@ -89,6 +89,14 @@ class Meter:
                 await self.limiter.refund(f"{key.id}:tokens", key.limits.tpm or 0, charge)
             code = "insufficient_credit" if refused.reason == "credit" else "budget_exceeded"
             raise ApiError(402, code, refused.message, headers=headers) from None
+        except StoreUnavailable as away:
+            # Nothing can be held while the store is away, so a priced request is refused (503 store_unavailable,
+            # Retry-After). Leases of credit held in this process, which would let it go on, are a later piece of
+            # issue 15 (the per-process ledger); free models never get here.
+            if charge:
+                await self.limiter.refund(f"{key.id}:tokens", key.limits.tpm or 0, charge)
+            away.headers = {**headers, **away.headers}
+            raise
         return Hold(key, reservation, inp, charge, headers)
 
     async def settle(self, hold: Hold, model: Model, usage: Usage | None, output_chars: int) -> Charge:

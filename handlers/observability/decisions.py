@@ -7,8 +7,9 @@ import logging
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from handlers.errors import StoreUnavailable
 from handlers.periodic import Periodic
-from handlers.store.base import Store
+from handlers.store.base import Outage, Store
 
 if TYPE_CHECKING:
     from handlers.inference.routing import Plan
@@ -64,6 +65,7 @@ class Recorder:
         self._pending: dict[str, dict[str, Any]] = {}
         self._writer = Periodic(self.flush, _FLUSH_EVERY, "write decision records")
         self._pruner = Periodic(self.prune, _PRUNE_EVERY, "prune old decision records")
+        self._outage = Outage("decision records", "they stay pending and are retried", log)
 
     def add(self, record: dict[str, Any]) -> None:
         self._pending[record["id"]] = record
@@ -81,15 +83,23 @@ class Recorder:
     async def stop(self) -> None:
         await self._pruner.stop()
         await self._writer.stop()
+        if self._pending:  # the store is still away at shutdown
+            log.error("%d decision record(s) could not be written before stopping and are lost", len(self._pending))
 
     async def flush(self) -> None:
+        """Write what is pending. While the store is away (StoreUnavailable) everything stays pending and is
+        retried at the next flush, with one warning per outage rather than one per flush."""
         while self._pending:
             batch = list(self._pending.values())[:_BATCH]
             try:
                 await self._store.save_decisions(batch)
+            except StoreUnavailable as away:
+                self._outage.down(away.reason)
+                return
             except Exception:
                 if not await self._one_by_one(batch):
                     raise  # the store is away: everything stays pending and is retried
+            self._outage.up()
             for record in batch:
                 self._pending.pop(record["id"], None)
 
@@ -101,6 +111,8 @@ class Recorder:
         for record in batch:
             try:
                 await self._store.save_decisions([record])
+            except StoreUnavailable:
+                return False  # gone meanwhile: the batch stays pending, no record is judged refused
             except Exception:  # noqa: BLE001 - which failure it was is logged below, with the record's id
                 refused.append(record)
         if len(refused) == len(batch):

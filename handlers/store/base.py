@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import abc
 import hashlib
+import logging
 import secrets
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -16,6 +17,7 @@ from typing import Any, Literal
 
 from generated import scopes as spec_scopes
 
+DEFAULT_TIMEOUT = 2.0  # seconds: store.timeout_seconds' default
 SCOPES = spec_scopes.SCOPES  # every relay-key scope: the spec's Scope enum
 BudgetPeriod = Literal["total", "daily", "monthly"]
 SECRET_PREFIX = "sk-sw-"
@@ -80,7 +82,30 @@ class Refused(Exception):
         self.message = message
 
 
+class Outage:
+    """One warning when the store cannot be reached for `what`, one info line when it can again: a store that is
+    away for an hour must not log a traceback at every flush or request."""
+
+    def __init__(self, what: str, meanwhile: str, logger: logging.Logger) -> None:
+        self._what = what  # "decision records"
+        self._meanwhile = meanwhile  # "they stay pending and are retried"
+        self._log = logger
+        self.away = False
+
+    def down(self, reason: str) -> None:
+        if not self.away:
+            self.away = True
+            self._log.warning("the store cannot be reached for %s (%s): %s", self._what, reason, self._meanwhile)
+
+    def up(self) -> None:
+        if self.away:
+            self.away = False
+            self._log.info("the store is reachable again for %s", self._what)
+
+
 class Store(abc.ABC):
+    timeout: float = DEFAULT_TIMEOUT  # seconds any one call may wait on the database; then StoreUnavailable
+
     @abc.abstractmethod
     async def open(self) -> None:
         """Connect and apply pending migrations."""

@@ -4,16 +4,24 @@ Every read-modify-write is one transaction that reads the rows it will change wi
 the fixed order reservation -> key -> workspace: a second transaction (any process, any pool) touching the
 same key or workspace waits for the first to commit and then reads its result, so holds can never add up to
 more than the budget or the credit allows.
+
+Every call has `timeout` seconds, from taking a pooled connection to COMMIT: past it, or when the server cannot be
+reached or drops the connection, it raises StoreUnavailable. A connection whose call timed out is terminated rather
+than rolled back, since a server that does not answer would not answer a ROLLBACK either.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
 import asyncpg
 
+from handlers.errors import StoreUnavailable
+
+from .base import DEFAULT_TIMEOUT
 from .migrations import migrate_postgres
 from .sqlbase import SQLStore
 
@@ -24,6 +32,16 @@ def _text(args: Sequence[Any]) -> Sequence[Any]:
     if any(isinstance(a, str) and "\x00" in a for a in args):
         return [a.replace("\x00", "\ufffd") if isinstance(a, str) else a for a in args]
     return args
+
+
+# What says the server is away (refused, reset, shut down, dropped the connection), not that a query is wrong.
+_UNREACHABLE = (OSError, TimeoutError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError,
+                asyncpg.exceptions.OperatorInterventionError)
+
+
+def _unavailable(exc: BaseException) -> StoreUnavailable:
+    reason = "no answer in time" if isinstance(exc, TimeoutError) else type(exc).__name__
+    return StoreUnavailable(f"PostgreSQL: {reason}")
 
 
 class _Conn:
@@ -50,10 +68,11 @@ class _Conn:
 class PostgresStore(SQLStore):
     lock = " FOR UPDATE"
 
-    def __init__(self, url: str, min_size: int = 1, max_size: int = 10) -> None:
+    def __init__(self, url: str, min_size: int = 1, max_size: int = 10, timeout: float = DEFAULT_TIMEOUT) -> None:
         self.url = url
         self.min_size = min_size
         self.max_size = max_size
+        self.timeout = timeout
         self._pool: asyncpg.Pool | None = None
 
     async def open(self, *, target: int | None = None) -> None:
@@ -82,10 +101,45 @@ class PostgresStore(SQLStore):
 
     @asynccontextmanager
     async def _tx(self) -> AsyncIterator[_Conn]:
-        async with self._pool_or_raise().acquire() as conn, conn.transaction():
-            yield _Conn(conn)
+        async with self._connection(transaction=True) as conn:
+            yield conn
 
     @asynccontextmanager
     async def _read(self) -> AsyncIterator[_Conn]:
-        async with self._pool_or_raise().acquire() as conn:
-            yield _Conn(conn)
+        async with self._connection(transaction=False) as conn:
+            yield conn
+
+    @asynccontextmanager
+    async def _connection(self, *, transaction: bool) -> AsyncIterator[_Conn]:
+        """A pooled connection (in a transaction that commits when the block ends) for at most `timeout` seconds."""
+        pool = self._pool_or_raise()
+        deadline = asyncio.get_running_loop().time() + self.timeout
+        try:
+            async with asyncio.timeout_at(deadline):
+                conn = await pool.acquire()
+        except _UNREACHABLE as exc:
+            raise _unavailable(exc) from None
+        try:
+            tx = conn.transaction() if transaction else None
+            try:
+                async with asyncio.timeout_at(deadline):
+                    if tx is not None:
+                        await tx.start()
+                    yield _Conn(conn)
+                    if tx is not None:
+                        await tx.commit()
+            except _UNREACHABLE as exc:
+                conn.terminate()  # neither a ROLLBACK nor the pool's reset could be answered
+                raise _unavailable(exc) from None
+            except BaseException:
+                if tx is not None and not conn.is_closed():
+                    try:
+                        async with asyncio.timeout(self.timeout):
+                            await tx.rollback()
+                    except BaseException as failed:  # the error being raised is the caller's, below
+                        conn.terminate()
+                        if not isinstance(failed, Exception):
+                            raise
+                raise
+        finally:
+            await pool.release(conn, timeout=self.timeout)

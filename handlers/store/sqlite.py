@@ -4,6 +4,10 @@ Every read-modify-write is a BEGIN IMMEDIATE transaction: it takes the file's wr
 two processes can never both read a balance and both spend it; a waiting writer retries for `busy_timeout`.
 Within a process one writer connection is shared under an asyncio lock; reads use a second connection and
 see the last committed state (WAL readers do not wait for writers).
+
+A call waits at most `timeout` seconds for this process's writer and as long again for the file's lock (SQLite's
+busy_timeout): another process holding the lock longer, or a file that cannot be opened, raises StoreUnavailable.
+The SQLite call itself is never cancelled half-way (it runs on aiosqlite's thread, which would carry on alone).
 """
 
 from __future__ import annotations
@@ -20,11 +24,14 @@ from typing import Any
 
 import aiosqlite
 
+from handlers.errors import StoreUnavailable
+
+from .base import DEFAULT_TIMEOUT
 from .migrations import immediate, migrate_sqlite
 from .sqlbase import SQLStore
 from .values import iso
 
-BUSY_TIMEOUT_MS = 5000
+BUSY_TIMEOUT_MS = 5000  # while opening (WAL switch, migrations): startup may wait longer than a request
 _PLACEHOLDER = re.compile(r"\$(\d+)")
 
 
@@ -74,9 +81,15 @@ class _Conn:
         await self._db.executemany(_sql(sql), [_bind(row) for row in rows])
 
 
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    text = str(exc)
+    return "locked" in text or "busy" in text or "unable to open" in text
+
+
 class SQLiteStore(SQLStore):
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, timeout: float = DEFAULT_TIMEOUT) -> None:
         self.path = path
+        self.timeout = timeout
         self._writer: aiosqlite.Connection | None = None
         self._reader: aiosqlite.Connection | None = None
         self._lock = asyncio.Lock()
@@ -100,6 +113,8 @@ class SQLiteStore(SQLStore):
             self.migrated = tuple(await migrate_sqlite(self._writer, target))
             # An in-memory database exists once per connection: there it is read through the writer.
             self._reader = self._writer if self.path in ("", ":memory:") else await self._connect()
+            for db in {id(c): c for c in (self._reader, self._writer)}.values():
+                await db.execute(f"PRAGMA busy_timeout = {max(1, round(self.timeout * 1000))}")
         except BaseException:
             await self.close()
             raise
@@ -110,7 +125,8 @@ class SQLiteStore(SQLStore):
         self._reader = self._writer = None
 
     async def ping(self) -> None:
-        async with self._read() as conn:
+        """Through the writer: readers still read a file another process holds locked, and nothing can be written."""
+        async with self._tx() as conn:
             await conn.fetchrow("SELECT 1")
 
     def _connection(self, db: aiosqlite.Connection | None) -> aiosqlite.Connection:
@@ -120,14 +136,38 @@ class SQLiteStore(SQLStore):
 
     @asynccontextmanager
     async def _tx(self) -> AsyncIterator[_Conn]:
-        async with self._lock, immediate(self._connection(self._writer)) as db:
-            yield _Conn(db)
+        writer = self._connection(self._writer)
+        try:
+            async with self._locked(), immediate(writer) as db:
+                yield _Conn(db)
+        except sqlite3.OperationalError as exc:
+            if _is_busy(exc):
+                raise StoreUnavailable(f"SQLite: {exc}") from None
+            raise
 
     @asynccontextmanager
     async def _read(self) -> AsyncIterator[_Conn]:
         reader = self._connection(self._reader)
-        if reader is not self._writer:
-            yield _Conn(reader)
-            return
-        async with self._lock:
-            yield _Conn(reader)
+        try:
+            if reader is not self._writer:
+                yield _Conn(reader)
+                return
+            async with self._locked():
+                yield _Conn(reader)
+        except sqlite3.OperationalError as exc:
+            if _is_busy(exc):
+                raise StoreUnavailable(f"SQLite: {exc}") from None
+            raise
+
+    @asynccontextmanager
+    async def _locked(self) -> AsyncIterator[None]:
+        """This process's writer, waited for at most `timeout` (requests queue here while the file is locked)."""
+        try:
+            async with asyncio.timeout(self.timeout):
+                await self._lock.acquire()
+        except TimeoutError:
+            raise StoreUnavailable("SQLite: this process's writer stayed busy") from None
+        try:
+            yield
+        finally:
+            self._lock.release()
