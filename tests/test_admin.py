@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 
@@ -15,6 +16,8 @@ import httpx
 import pytest
 
 from generated import models
+from handlers.administration import accounts
+from handlers.store.base import Key
 from tests.conftest import Live, serve
 
 CONFIG = {
@@ -103,6 +106,33 @@ def test_update_and_revoke(gw: Live, admin: httpx.Client) -> None:
     assert (limited["limits"]["rpm"], limited["limits"]["tpm"]) == (7, 700)  # limits given at creation are kept
     nope = admin.delete("/v1/keys/key_nope")
     assert (nope.status_code, nope.json()["error"]["code"]) == (404, "key_not_found")
+
+
+def test_patch_sets_a_policy_and_a_limits_patch_without_tpm_keeps_it(admin: httpx.Client) -> None:
+    # caught by `make mutate`: a policy PATCH, and `tpm` left out of a limits PATCH
+    key = admin.post("/v1/keys", json={"name": "svc", "limits": {"rpm": 5, "tpm": 900}}).json()
+    assert key["policy"] is None
+    r = admin.patch(f"/v1/keys/{key['id']}", json={"policy": "default", "limits": {"rpm": 6}})
+    assert r.status_code == 200, r.text
+    assert (r.json()["policy"], r.json()["limits"]["rpm"], r.json()["limits"]["tpm"]) == ("default", 6, 900)
+    shown = admin.get(f"/v1/keys/{key['id']}").json()
+    assert (shown["policy"], shown["limits"]["rpm"], shown["limits"]["tpm"]) == ("default", 6, 900)
+    assert admin.patch(f"/v1/keys/{key['id']}", json={"policy": None}).json()["policy"] is None
+
+
+def test_key_json_shows_policy_last_use_and_period_start(admin: httpx.Client) -> None:
+    created = admin.post("/v1/keys", json={"name": "svc", "policy": "default",
+                                           "limits": {"budget": "1.00", "budget_period": "daily"}}).json()
+    today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    assert created["policy"] == "default" and created["last_used_at"] is None
+    assert datetime.fromisoformat(created["spend"]["period_start"]) == today
+    used = datetime(2030, 5, 6, 7, 8, 9, tzinfo=UTC)
+    key = Key(id="key_1", workspace_id="ws_1", name="k", hint="sk-sw-ab", scopes=("inference",), models=None,
+              policy="cheap", expires_at=None, created_at=used, last_used_at=used, revoked_at=None,
+              period_start=datetime(2030, 5, 1, tzinfo=UTC))
+    shown = accounts.key_out(key).model_dump(mode="json")
+    assert (shown["policy"], shown["last_used_at"], shown["spend"]["period_start"]) == (
+        "cheap", "2030-05-06T07:08:09+00:00", "2030-05-01T00:00:00+00:00")
 
 
 @pytest.mark.parametrize(("body", "param"), [

@@ -394,6 +394,15 @@ def test_render_responses_joins_a_run_of_text_into_one_message() -> None:
     assert (message["content"][0]["text"], rendered["output_text"]) == ("Hello", "Hello")
 
 
+def test_render_responses_keeps_the_text_after_a_block_it_has_no_item_for() -> None:
+    # a block with no item (an empty text, Anthropic's redacted thinking) is skipped, not the end of the answer;
+    # caught by `make mutate` (`continue` as `break`)
+    redacted = Thinking("", redacted="opaque", format="messages")
+    rendered = render("responses", Result([Text(""), Text("Hel"), redacted, Text("lo")], FinishReason.STOP, Usage()))
+    (message,) = rendered["output"]
+    assert (message["content"][0]["text"], rendered["output_text"]) == ("Hello", "Hello")
+
+
 def test_render_responses_another_providers_thinking_has_our_id_and_no_encrypted_content() -> None:
     anthropic = Thinking("Hmm.", signature="sig", format="messages")
     redacted = Thinking("", redacted="opaque", format="messages")  # nothing a Responses caller can read: left out

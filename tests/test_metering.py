@@ -194,6 +194,21 @@ def test_the_openai_sdk_honours_retry_after_with_its_default_retries(metered: Li
     assert int(told) / 1000 - 0.05 <= waited <= int(told) / 1000 + 5, (told, waited)
 
 
+def test_a_tokens_per_minute_refusal_names_tokens(metered: Live, fake: FakeUpstream) -> None:
+    # BODY's worst case (about 105 tokens) is over a 50 tokens-per-minute limit: refused before the upstream
+    from handlers.store.base import Limits
+
+    ws = metered.run(metered.gateway.store.create_workspace("tpm", Decimal(1000)))
+    key = metered.create_key(workspace_id=ws.id, limits=Limits(tpm=50))
+    before = len(fake.requests)
+    probe = httpx.post(f"{metered.url}/v1/chat/completions", json=BODY, headers={"Authorization": f"Bearer {key}"})
+    assert probe.status_code == 429, probe.text
+    refused = probe.json()["error"]
+    assert refused["code"] == "rate_limit_exceeded"
+    assert refused["message"] == "Over this key's limit of 50 tokens per minute; retry in 1 s."  # caught by `make mutate`
+    assert probe.headers["x-ratelimit-limit-tokens"] == "50" and len(fake.requests) == before
+
+
 def test_failures_and_cancelled_streams_release_their_hold(metered: Live, fake: FakeUpstream) -> None:
     ws = metered.run(metered.gateway.store.create_workspace("settle", Decimal(10)))
     key = metered.create_key(workspace_id=ws.id)

@@ -100,6 +100,35 @@ async def test_anthropic_translates_a_request(fake: FakeUpstream, build: Build) 
     }  # fmt: skip
 
 
+async def test_anthropic_receives_images_and_documents_as_sources(fake: FakeUpstream, build: Build) -> None:
+    """A chat caller's data-URL image, https image and PDF file part, and data URLs kept as URLs (split by
+    data_url_source), as Anthropic's image and document blocks."""
+    request = parse("chat", {"model": "m", "messages": [{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": "data:image/jpeg;base64,/9j/4A=="}},
+        {"type": "image_url", "image_url": {"url": "https://x.test/cat.png"}},
+        {"type": "file", "file": {"filename": "a.pdf", "file_data": "data:application/pdf;base64,JVBERi0="}},
+    ]}]})  # fmt: skip
+    request.messages[0].content += [
+        Image(url="data:image/webp;base64,UklGRg=="),
+        Image(data="iVBO"),  # no media type: PNG
+        Document(url="data:application/pdf;base64,JVBE"),
+        Document(url="https://x.test/a.pdf"),
+        Image(url="data:image/svg+xml,<svg/>"),  # not base64: a URL as given
+    ]
+    await build("anthropic").complete(request, "claude-test")
+    assert fake.requests[0].body["messages"][0]["content"] == [
+        {"type": "image", "source": {"type": "base64", "media_type": "image/jpeg", "data": "/9j/4A=="}},
+        {"type": "image", "source": {"type": "url", "url": "https://x.test/cat.png"}},
+        {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0="},
+         "title": "a.pdf"},
+        {"type": "image", "source": {"type": "base64", "media_type": "image/webp", "data": "UklGRg=="}},
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBO"}},
+        {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBE"}},
+        {"type": "document", "source": {"type": "url", "url": "https://x.test/a.pdf"}},
+        {"type": "image", "source": {"type": "url", "url": "data:image/svg+xml,<svg/>"}},
+    ]  # fmt: skip
+
+
 async def test_anthropic_passes_a_messages_callers_body_and_beta_header(fake: FakeUpstream, build: Build) -> None:
     thinking = {"type": "thinking", "thinking": "Hmm.", "signature": "EuYBCkQYAiJA+/=="}
     caller = {
