@@ -1,9 +1,12 @@
-"""python -m bench: Specway vs the same fake upstream called directly (and vs LiteLLM when installed), as ratios.
+"""python -m bench: Specway vs the same fake upstream called directly, vs two minimal relays (the ceilings) and vs
+LiteLLM when installed, as ratios.
 
-Starts the fast fake upstream, `specway serve` (1 worker, fresh SQLite store) and, if found, the LiteLLM proxy;
-checks one answer of each kind from each; warms them up; then, for every scenario x connections cell, loads the
-direct upstream, Specway and LiteLLM back to back (so the ratios compare neighbours in time on a noisy machine).
-Prints one table and, with --json, writes it with the raw samples. Every process it starts is stopped on exit.
+Starts the fast fake upstream, the httpx and aiohttp ceiling relays, `specway serve` (1 worker; one gateway per store
+the chosen scenarios need: a fresh SQLite store, and a fresh PostgreSQL database for priced-postgres) and, if found,
+the LiteLLM proxy; checks one answer of each kind from each; warms them up; then, for every scenario x connections
+cell, loads the direct upstream, the ceilings, the scenario's gateway and LiteLLM back to back (so the ratios compare
+neighbours in time on a noisy machine). Prints one table and, with --json, writes it with the raw samples. Every
+process it starts is stopped on exit, and the PostgreSQL database it created is dropped.
 """
 
 from __future__ import annotations
@@ -30,13 +33,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="3 s per cell, 1 s warm-up")
     p.add_argument("--warmup", type=float, default=2.0, help="seconds of unmeasured load per target and scenario")
     p.add_argument("--conns", default="1,32", help="comma-separated connection counts (default 1,32)")
-    p.add_argument("--scenarios", default=",".join(load.SCENARIOS), help="json,stream (default both)")
+    p.add_argument("--scenarios", default=",".join(load.DEFAULT_SCENARIOS),
+                   help=f"comma-separated, of {','.join(load.SCENARIOS)} (default json,stream)")
     p.add_argument("--repeat", type=int, default=1, help="run every cell N times; the table shows medians")
     p.add_argument("--json", metavar="FILE", help="also write the table and raw samples as JSON")
     p.add_argument("--loadgen", choices=["auto", "wrk", "builtin"], default="auto",
                    help="auto: wrk when on PATH, else the built-in asyncio loader")
     p.add_argument("--litellm", metavar="PATH", help="litellm executable or venv (default: PATH, /tmp/litellm-venv)")
     p.add_argument("--no-litellm", action="store_true", help="skip the peer even when installed")
+    p.add_argument("--no-ceilings", action="store_true", help="skip the httpx and aiohttp ceiling relays")
+    p.add_argument("--pg-url", default=targets.PG_ADMIN_URL,
+                   help="PostgreSQL admin URL for priced-postgres's fresh database (default $SPECWAY_BENCH_PG_URL "
+                        "or postgresql://postgres@127.0.0.1:5432/postgres)")
     p.add_argument("--litellm-dir", type=Path, default=targets.PEER_DIR, help="the peer's config.yaml and env.sh")
     p.add_argument("--litellm-timeout", type=float, default=180.0, help="seconds to wait for LiteLLM to start")
     p.add_argument("--upstream-port", type=int, help="fake upstream port (default 18000 when free, else any)")
@@ -71,10 +79,20 @@ def _start(args: argparse.Namespace, workdir: Path) -> tuple[list[targets.Target
     """The targets to load, direct first; and a note about the peer."""
     upstream = targets.start_upstream(workdir, args.upstream_port)
     _say(f"fake upstream: {upstream.base} (pid {upstream.proc.pid})")
-    specway = targets.start_specway(workdir, upstream, args.log_level)
-    _say(f"specway: {specway.base} (pid {specway.proc.pid})")
-    found = [upstream, specway]
-    if args.baseline:
+    found = [upstream]
+    for which in () if args.no_ceilings else targets.CEILINGS:
+        ceiling = targets.start_ceiling(workdir, upstream, which)
+        _say(f"{ceiling.name}: {ceiling.base} (pid {ceiling.proc.pid})")
+        found.append(ceiling)
+    stores = {load.SCENARIOS[sc].store for sc in args.scenarios}
+    if "sqlite" in stores:
+        found.append(targets.start_specway(workdir, upstream, args.log_level))
+    if "postgres" in stores:
+        url = targets.create_database(args.pg_url)
+        found.append(targets.start_specway(workdir, upstream, args.log_level, "specway-pg", store_url=url))
+    for t in found[-len(stores):]:
+        _say(f"{t.name}: {t.base} (pid {t.proc.pid})")
+    if args.baseline and "sqlite" in stores:
         tree = targets.checkout(args.baseline, workdir)
         baseline = targets.start_specway(workdir, upstream, args.log_level, "baseline", tree)
         _say(f"baseline ({args.baseline}): {baseline.base} (pid {baseline.proc.pid})")
@@ -100,24 +118,24 @@ def _start(args: argparse.Namespace, workdir: Path) -> tuple[list[targets.Target
 
 def _measure(args: argparse.Namespace, tgts: list[targets.Target], loadgen: str,
              workdir: Path) -> list[report.Sample]:
-    for t in tgts:
-        for sc in args.scenarios:
-            load.check(t, sc)
+    for sc in args.scenarios:
+        for t, body, _ in load.plan(sc, tgts):
+            load.check(t, body)
     if args.warmup > 0:
-        for t in tgts:
-            for sc in args.scenarios:
-                load.run_cell(t, sc, max(args.conns), args.warmup, loadgen, workdir)
+        for sc in args.scenarios:
+            for t, body, _ in load.plan(sc, tgts):
+                load.run_cell(t, body, max(args.conns), args.warmup, loadgen, workdir)
     samples = []
     cells = [(sc, c) for _ in range(args.repeat) for sc in args.scenarios for c in args.conns]
-    total, n = len(cells) * len(tgts), 0
+    total, n = sum(len(load.plan(sc, tgts)) for sc, _ in cells), 0
     for sc, conns in cells:
-        for t in tgts:  # neighbours in time: direct, specway, litellm for the same cell
+        for t, body, row in load.plan(sc, tgts):  # neighbours in time: direct, ceilings, gateway, peer in one cell
             n += 1
             cpu0 = cpu_seconds(t.proc.pid)
-            cell = load.run_cell(t, sc, conns, args.duration, loadgen, workdir)
-            sample = report.Sample(t.name, sc, conns, cell, cpu_seconds(t.proc.pid) - cpu0, rss_mb(t.proc.pid))
+            cell = load.run_cell(t, body, conns, args.duration, loadgen, workdir)
+            sample = report.Sample(row, sc, conns, cell, cpu_seconds(t.proc.pid) - cpu0, rss_mb(t.proc.pid))
             samples.append(sample)
-            _say(f"[{n}/{total}] {t.name:8} {sc:6} c={conns:<3} {cell.rps:9.0f} req/s  p50 {cell.p50_ms:7.2f} ms  "
+            _say(f"[{n}/{total}] {row:15} {sc:15} c={conns:<3} {cell.rps:9.0f} req/s  p50 {cell.p50_ms:7.2f} ms  "
                  f"p99 {cell.p99_ms:7.2f} ms  errors {cell.errors}")
     return samples
 
@@ -162,6 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         raise
     finally:
         stop_all()
+        targets.drop_databases()
         if args.keep:
             _say(f"kept {workdir}")
         else:

@@ -1,4 +1,8 @@
-"""One load cell: N keep-alive connections POSTing a ~1 KB chat request for D seconds, with wrk or the built-in loader.
+"""One load cell: N keep-alive connections POSTing a ~1 KB request for D seconds, with wrk or the built-in loader.
+
+A scenario says what a gateway is sent (format, path, free or priced model) and which gateway config it needs (the
+store); the direct upstream and the ceiling relays are sent the Chat Completions request of the scenario's `kind`
+(json or stream), the same work for the upstream.
 
 Both loaders print one line `BENCH_JSON {...}` (requests, duration, latency percentiles in microseconds, errors by
 kind), so the rest of the harness does not care which one ran.
@@ -14,30 +18,88 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.procs import http_post
-from bench.targets import Target
+from bench.targets import CHAT_PATH, FREE_MODEL, PRICED_MODEL, Target
 
-SCENARIOS = ("json", "stream")  # non-streaming chat.completion; SSE stream of 10 chunks + usage + [DONE]
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    kind: str  # json | stream: what the direct upstream and the ceilings get in the same cell, and the check
+    fmt: str = "chat"  # chat | messages | responses: the body and path a gateway gets
+    priced: bool = False  # the gateway's priced model (reserve + settle against the workspace's credit)
+    store: str = "sqlite"  # the gateway config it needs: sqlite | postgres (one gateway per distinct store)
+    vs: str | None = None  # the free scenario its req/s is compared with (the "/free" column)
+
+
+SCENARIOS = {s.name: s for s in (
+    Scenario("json", "json"),  # non-streaming chat.completion
+    Scenario("stream", "stream"),  # SSE stream of 10 chunks + usage + [DONE]
+    Scenario("priced-sqlite", "json", priced=True, vs="json"),
+    Scenario("priced-postgres", "json", priced=True, store="postgres", vs="json"),
+    Scenario("messages", "json", fmt="messages", vs="json"),  # Messages in, translated to the openai upstream
+    Scenario("responses", "json", fmt="responses", vs="json"),  # Responses in, translated likewise
+)}
+DEFAULT_SCENARIOS = ("json", "stream")
+PATHS = {"chat": CHAT_PATH, "messages": "/v1/messages", "responses": "/v1/responses"}
+GATEWAYS = ("specway", "specway-pg", "baseline")  # targets that get the scenario's own body and path
 _MARK = "BENCH_JSON "
 _PROMPT = ("Summarise the following notes for an on-call engineer in three short bullet points, keeping every number "
            "exactly as written. ")
 _NOTES = "Gateway p50 rose from 2.1 ms to 2.4 ms after the 0.3 release; upstream errors stayed under 0.1 %. "
 
 
-def request_body(model: str, scenario: str) -> bytes:
-    """A ~1 KB Chat Completions request (what an SDK sends), streaming with usage for the stream scenario."""
-    body: dict[str, object] = {
-        "model": model,
-        "messages": [
-            {"role": "system", "content": "You are a concise assistant for a platform team. Answer in English."},
-            {"role": "user", "content": _PROMPT + _NOTES * 8},
-        ],
-        "max_tokens": 256,
-        "temperature": 0.2,
-    }
-    if scenario == "stream":
+def request_body(model: str, scenario: str, fmt: str = "chat") -> bytes:
+    """A ~1 KB request (what an SDK sends) in `fmt`; Chat Completions streams with usage for a stream scenario."""
+    system = "You are a concise assistant for a platform team. Answer in English."
+    user = _PROMPT + _NOTES * 8
+    body: dict[str, object]
+    if fmt == "messages":
+        body = {"model": model, "max_tokens": 256, "system": system, "messages": [{"role": "user", "content": user}],
+                "temperature": 0.2}
+    elif fmt == "responses":
+        body = {"model": model, "instructions": system, "input": user, "max_output_tokens": 256, "temperature": 0.2}
+    else:
+        body = {"model": model, "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+                "max_tokens": 256, "temperature": 0.2}
+    if SCENARIOS[scenario].kind == "stream":
         body["stream"] = True
-        body["stream_options"] = {"include_usage": True}
+        if fmt == "chat":
+            body["stream_options"] = {"include_usage": True}
     return json.dumps(body, separators=(",", ":")).encode()
+
+
+def request(target: Target, scenario: str) -> tuple[str, bytes]:
+    """The URL and body `target` gets in a cell of `scenario`."""
+    sc = SCENARIOS[scenario]
+    if target.name not in GATEWAYS:  # direct, ceilings, LiteLLM: the plain chat request of the same kind
+        return target.url, request_body(target.model, sc.kind)
+    model = PRICED_MODEL if sc.priced else FREE_MODEL
+    return target.base + PATHS[sc.fmt], request_body(model, scenario, sc.fmt)
+
+
+def targets_for(scenario: str, tgts: list[Target]) -> list[Target]:
+    """The targets loaded in a cell of `scenario`: direct and the ceilings always, the gateway of the scenario's
+    store, the baseline on SQLite, LiteLLM only for the free chat scenarios."""
+    sc = SCENARIOS[scenario]
+    gateway = "specway-pg" if sc.store == "postgres" else "specway"
+    free_chat = sc.fmt == "chat" and not sc.priced
+    keep = {"direct", "httpx-ceiling", "aiohttp-ceiling", gateway}
+    keep |= {"baseline"} if sc.store == "sqlite" else set()
+    keep |= {"litellm"} if free_chat else set()
+    return [t for t in tgts if t.name in keep]
+
+
+def plan(scenario: str, tgts: list[Target]) -> list[tuple[Target, str, str]]:
+    """A cell's loads in order, as (target, the scenario whose request it gets, the row's name). A scenario compared
+    with a free one (`vs`) also loads its gateway with that free request right before it ("specway:json"), so the
+    priced/free (or translated/passthrough) ratio compares neighbours in time, on the same process and store."""
+    sc = SCENARIOS[scenario]
+    out = []
+    for t in targets_for(scenario, tgts):
+        if sc.vs and t.name in ("specway", "specway-pg"):
+            out.append((t, sc.vs, f"{t.name}:{sc.vs}"))
+        out.append((t, scenario, t.name))
+    return out
 
 
 @dataclass
@@ -55,18 +117,30 @@ class CellResult:
         return self.requests / self.seconds if self.seconds else 0.0
 
 
+def _text(doc: dict[str, object], fmt: str) -> object:
+    if fmt == "messages":
+        return doc["content"][0]["text"]  # type: ignore[index]
+    if fmt == "responses":
+        return next(c["text"] for o in doc["output"] if o.get("type") == "message"  # type: ignore[attr-defined]
+                    for c in o["content"])
+    return doc["choices"][0]["message"]["content"]  # type: ignore[index]
+
+
 def check(target: Target, scenario: str) -> None:
     """One request before the load: the answer must be a 200 of the right shape, or the numbers would mean nothing."""
-    status, body = http_post(target.url, request_body(target.model, scenario), target.headers)
+    url, payload = request(target, scenario)
+    status, body = http_post(url, payload, target.headers)
+    sc = SCENARIOS[scenario]
+    fmt = sc.fmt if target.name in GATEWAYS else "chat"
     problem = None
     if status != 200:
         problem = f"status {status}"
-    elif scenario == "json":
+    elif sc.kind == "json":
         try:
-            ok = bool(json.loads(body)["choices"][0]["message"]["content"])
-        except (ValueError, KeyError, IndexError, TypeError):
+            ok = bool(_text(json.loads(body), fmt))
+        except (ValueError, KeyError, IndexError, TypeError, StopIteration, AttributeError):
             ok = False
-        problem = None if ok else "no choices[0].message.content"
+        problem = None if ok else f"no answer text in the {fmt} shape"
     elif body.count(b"data:") < 10 or b"data: [DONE]" not in body:
         problem = "not an SSE stream of >= 10 events ending in data: [DONE]"
     if problem:
@@ -91,7 +165,7 @@ end
 
 def wrk_script(target: Target, scenario: str, workdir: Path) -> Path:
     headers = "\n".join(f'wrk.headers["{k}"] = "{v}"' for k, v in target.headers.items())
-    body = request_body(target.model, scenario).decode()
+    body = request(target, scenario)[1].decode()
     path = workdir / f"{target.name}-{scenario}.lua"
     path.write_text(_LUA % {"body": body, "headers": headers, "mark": _MARK})
     return path
@@ -102,11 +176,12 @@ def have_wrk() -> bool:
 
 
 def run_cell(target: Target, scenario: str, conns: int, seconds: float, loadgen: str, workdir: Path) -> CellResult:
+    url = request(target, scenario)[0]
     if loadgen == "wrk":
         script = wrk_script(target, scenario, workdir)
-        cmd = ["wrk", "-t1", f"-c{conns}", f"-d{seconds:g}s", "--timeout", "30s", "-s", str(script), target.url]
+        cmd = ["wrk", "-t1", f"-c{conns}", f"-d{seconds:g}s", "--timeout", "30s", "-s", str(script), url]
     else:
-        cmd = [sys.executable, "-m", "bench.loadgen", "--url", target.url, "--conns", str(conns),
+        cmd = [sys.executable, "-m", "bench.loadgen", "--url", url, "--conns", str(conns),
                "--seconds", str(seconds), "--body-file", str(_body_file(target, scenario, workdir))]
         cmd += [f"--header={k}: {v}" for k, v in target.headers.items()]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 60, check=False)
@@ -122,5 +197,5 @@ def run_cell(target: Target, scenario: str, conns: int, seconds: float, loadgen:
 
 def _body_file(target: Target, scenario: str, workdir: Path) -> Path:
     path = workdir / f"{target.name}-{scenario}.json"
-    path.write_bytes(request_body(target.model, scenario))
+    path.write_bytes(request(target, scenario)[1])
     return path

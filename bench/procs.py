@@ -49,6 +49,13 @@ def port_is_free(port: int) -> bool:
     return True
 
 
+def port_is_open(port: int) -> bool:
+    """Something accepts connections on 127.0.0.1:port."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(1.0)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
 class Proc:
     """A child process in its own session (so its own children are stopped with it), stdout/stderr to files."""
 
@@ -127,6 +134,15 @@ def http_ok(url: str, headers: dict[str, str] | None = None, timeout: float = 2.
 
 def http_post(url: str, body: bytes, headers: dict[str, str], timeout: float = 30.0) -> tuple[int, bytes]:
     req = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json", **headers})
+    try:
+        with _OPENER.open(req, timeout=timeout) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+def http_get(url: str, headers: dict[str, str], timeout: float = 30.0) -> tuple[int, bytes]:
+    req = urllib.request.Request(url, headers=headers)
     try:
         with _OPENER.open(req, timeout=timeout) as resp:
             return resp.status, resp.read()

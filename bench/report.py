@@ -8,12 +8,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.load import CellResult
+from bench.load import SCENARIOS, CellResult
+
+CEILING = "httpx-ceiling"  # every row's req/s and added p50 are also given as a ratio to this one's
+_ORDER = {"specway:json": -1, "specway-pg:json": -1, "specway": 0, "specway-pg": 0, "baseline": 1, "litellm": 2, "httpx-ceiling": 3, "aiohttp-ceiling": 4}
 
 
 @dataclass
 class Sample:
-    target: str  # direct | specway | litellm | baseline
+    target: str  # direct | specway | specway-pg | baseline | litellm | httpx-ceiling | aiohttp-ceiling
     scenario: str
     conns: int
     cell: CellResult
@@ -44,15 +47,19 @@ def _summary(samples: list[Sample]) -> dict[str, Any]:
 
 
 def rows(samples: list[Sample]) -> list[dict[str, Any]]:
-    """One row per gateway cell, with the direct cell of the same scenario and connections, and the ratios."""
+    """One row per gateway cell (ceilings included), with the direct cell of the same scenario and connections
+    beside it, and the ratios: to direct, to the httpx ceiling, Specway's to the row, and priced (or translated) to
+    the same gateway's free JSON loaded in the same cell ("specway:json", see load.plan)."""
     groups: dict[tuple[str, str, int], list[Sample]] = {}
     for s in samples:
         groups.setdefault((s.target, s.scenario, s.conns), []).append(s)
     summary = {k: _summary(v) for k, v in groups.items()}
     out = []
-    order = {"specway": 0}  # Specway first, then any peer, within a cell
     for (target, scenario, conns), row in sorted(summary.items(),
-                                                 key=lambda kv: (kv[0][1], kv[0][2], order.get(kv[0][0], 1), kv[0][0])):
+                                                 key=lambda kv: (list(SCENARIOS).index(kv[0][1])
+                                                                 if kv[0][1] in SCENARIOS else len(SCENARIOS),
+                                                                 kv[0][1], kv[0][2], _ORDER.get(kv[0][0], 5),
+                                                                 kv[0][0])):
         if target == "direct":
             continue
         direct = summary.get(("direct", scenario, conns))
@@ -63,11 +70,20 @@ def rows(samples: list[Sample]) -> list[dict[str, Any]]:
             row["direct_p99_ms"] = direct["p99_ms"]
             row["added_p50_ms"] = row["p50_ms"] - direct["p50_ms"]
             row["x_direct"] = row["rps"] / direct["rps"] if direct["rps"] else None
-        specway = summary.get(("specway", scenario, conns))
-        if target != "specway" and specway and row["rps"]:
+        ceiling = summary.get((CEILING, scenario, conns))
+        if ceiling and ceiling["rps"]:
+            row["x_ceiling"] = row["rps"] / ceiling["rps"]
+            if direct and ceiling["p50_ms"] > direct["p50_ms"]:
+                row["added_p50_x_ceiling"] = row["added_p50_ms"] / (ceiling["p50_ms"] - direct["p50_ms"])
+        specway = summary.get(("specway", scenario, conns)) or summary.get(("specway-pg", scenario, conns))
+        if not target.startswith("specway") and specway and row["rps"]:
             row["specway_over_peer"] = specway["rps"] / row["rps"]  # how many times Specway's throughput
             if row["cpu_ms_per_req"] and specway["cpu_ms_per_req"]:
                 row["specway_cpu_over_peer"] = specway["cpu_ms_per_req"] / row["cpu_ms_per_req"]
+        vs = SCENARIOS[scenario].vs if scenario in SCENARIOS else None
+        free = summary.get((f"{target}:{vs}", scenario, conns)) if vs else None
+        if free and free["rps"]:
+            row["x_free"] = row["rps"] / free["rps"]  # priced (or translated) / free JSON, same gateway, same cell
         out.append(row)
     return out
 
@@ -83,6 +99,9 @@ _COLUMNS = [  # header, key, format
     ("direct p50", "direct_p50_ms", "{:.2f}"),
     ("added p50 ms", "added_p50_ms", "{:+.2f}"),
     ("gw/direct", "x_direct", "{:.3f}"),
+    ("x httpx ceiling", "x_ceiling", "{:.2f}"),
+    ("added p50 x ceiling", "added_p50_x_ceiling", "{:.2f}"),
+    ("x free json", "x_free", "{:.2f}"),
     ("CPU ms/req", "cpu_ms_per_req", "{:.2f}"),
     ("cores", "cores", "{:.2f}"),
     ("RSS MB", "rss_mb", "{:.0f}"),

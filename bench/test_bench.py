@@ -116,3 +116,87 @@ def test_builtin_loader_against_the_fake_upstream(tmp_path: Path) -> None:
         stop_all()
     assert result["requests"] > 0 and not any(result["errors"].values())
     assert 0 < result["p50_us"] <= result["p99_us"]
+
+
+def test_every_scenario_has_a_body_and_path_in_its_format() -> None:
+    gw = targets.Target("specway", "http://127.0.0.1:1", "bench/model", None)  # type: ignore[arg-type]
+    direct = targets.Target("direct", "http://127.0.0.1:2", "bench-model", None)  # type: ignore[arg-type]
+    for name, sc in load.SCENARIOS.items():
+        url, body = load.request(gw, name)
+        doc = json.loads(body)
+        assert url.endswith({"chat": "/v1/chat/completions", "messages": "/v1/messages",
+                             "responses": "/v1/responses"}[sc.fmt])
+        assert doc["model"] == (targets.PRICED_MODEL if sc.priced else targets.FREE_MODEL)
+        assert ("messages" in doc) is (sc.fmt != "responses") and ("input" in doc) is (sc.fmt == "responses")
+        # the direct upstream and the ceilings get the plain chat request of the same kind
+        d_url, d_body = load.request(direct, name)
+        assert d_url == "http://127.0.0.1:2/v1/chat/completions" and d_body == load.request_body("bench-model", sc.kind)
+
+
+def test_each_cell_loads_direct_ceilings_and_the_gateway_of_its_store() -> None:
+    names = ["direct", "httpx-ceiling", "aiohttp-ceiling", "specway", "specway-pg", "baseline", "litellm"]
+    tgts = [targets.Target(n, "http://x", "m", None) for n in names]  # type: ignore[arg-type]
+    picked = {sc: [t.name for t in load.targets_for(sc, tgts)] for sc in load.SCENARIOS}
+    assert picked["json"] == ["direct", "httpx-ceiling", "aiohttp-ceiling", "specway", "baseline", "litellm"]
+    assert picked["priced-sqlite"] == ["direct", "httpx-ceiling", "aiohttp-ceiling", "specway", "baseline"]
+    assert picked["priced-postgres"] == ["direct", "httpx-ceiling", "aiohttp-ceiling", "specway-pg"]
+    assert picked["messages"] == picked["responses"] == picked["priced-sqlite"]
+    assert set(load.DEFAULT_SCENARIOS) <= set(load.SCENARIOS)
+    # a priced cell also loads its own gateway with the free JSON request, right before the priced one
+    pg = [(t.name, body, row) for t, body, row in load.plan("priced-postgres", tgts)]
+    assert pg[-2:] == [("specway-pg", "json", "specway-pg:json"), ("specway-pg", "priced-postgres", "specway-pg")]
+    assert [row for _, _, row in load.plan("json", tgts)] == picked["json"]
+
+
+def test_specway_config_has_a_free_and_a_priced_model_on_one_upstream() -> None:
+    cfg: Any = targets.specway_config(8080, "http://127.0.0.1:18000", "postgresql://h/db", "warning")
+    assert cfg["store"] == {"url": "postgresql://h/db"} and cfg["server"]["workers"] == 1
+    assert cfg["upstreams"]["fake"] == {"kind": "openai", "base_url": "http://127.0.0.1:18000/v1"}
+    free, priced = cfg["models"]
+    assert free["id"] == targets.FREE_MODEL and "price" not in free
+    assert priced["id"] == targets.PRICED_MODEL and priced["price"] == targets.PRICE
+    assert free["upstream"] == priced["upstream"] == "fake" and free["name"] == priced["name"]
+
+
+def _cell(target: str, scenario: str, rps: float, p50: float, conns: int = 32) -> report.Sample:
+    cell = load.CellResult("wrk", int(rps * 10), 0, 10.0, p50, p50, p50)
+    return report.Sample(target, scenario, conns, cell, cpu_s=cell.requests * 0.001, rss_mb=90.0)
+
+
+def test_rows_give_ratios_to_the_httpx_ceiling_and_to_free_json() -> None:
+    rows = report.rows([
+        _cell("direct", "json", 10_000, 0.1), _cell("httpx-ceiling", "json", 2000, 0.7),
+        _cell("aiohttp-ceiling", "json", 4000, 0.3), _cell("specway", "json", 600, 1.6),
+        _cell("direct", "priced-postgres", 10_000, 0.1), _cell("httpx-ceiling", "priced-postgres", 2000, 0.7),
+        _cell("specway-pg", "priced-postgres", 150, 6.1), _cell("specway-pg:json", "priced-postgres", 600, 1.6),
+    ])
+    by = {(r["scenario"], r["target"]): r for r in rows}
+    assert [r["target"] for r in rows] == ["specway", "httpx-ceiling", "aiohttp-ceiling",
+                                           "specway-pg:json", "specway-pg", "httpx-ceiling"]
+    assert by["json", "specway"]["x_ceiling"] == pytest.approx(0.3)
+    assert by["json", "specway"]["added_p50_x_ceiling"] == pytest.approx(2.5)
+    assert by["json", "httpx-ceiling"]["x_ceiling"] == pytest.approx(1.0)
+    assert by["json", "aiohttp-ceiling"]["specway_over_peer"] == pytest.approx(0.15)
+    assert by["priced-postgres", "specway-pg"]["x_free"] == pytest.approx(0.25)
+    assert by["priced-postgres", "httpx-ceiling"]["specway_over_peer"] == pytest.approx(0.075)
+    assert "x_free" not in by["json", "specway"]
+    text = report.table(rows)
+    assert "x httpx ceiling" in text and "x free json" in text and "specway-pg" in text
+
+
+def test_ceiling_apps_import_and_route_chat() -> None:
+    from bench import ceiling_aiohttp, ceiling_httpx
+
+    for app in (ceiling_httpx.app, ceiling_aiohttp.app):
+        assert [r.path for r in app.routes] == ["/v1/chat/completions"]  # type: ignore[attr-defined]
+
+
+def test_ceilings_relay_json_and_stream_from_the_fake_upstream(tmp_path: Path) -> None:
+    try:
+        up = targets.start_upstream(tmp_path, free_port())
+        for which in targets.CEILINGS:
+            ceiling = targets.start_ceiling(tmp_path, up, which)
+            for scenario in ("json", "stream"):
+                load.check(ceiling, scenario)  # raises unless a 200 of the right shape
+    finally:
+        stop_all()
