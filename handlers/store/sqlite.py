@@ -15,8 +15,8 @@ from __future__ import annotations
 import asyncio
 import re
 import sqlite3
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from datetime import datetime
 from decimal import Decimal
 from functools import lru_cache
@@ -81,6 +81,17 @@ class _Conn:
         await self._db.executemany(_sql(sql), [_bind(row) for row in rows])
 
 
+@contextmanager
+def _busy_is_unavailable() -> Iterator[None]:
+    """A database file another process holds locked is a store that cannot be reached now (503), not a crash."""
+    try:
+        yield
+    except sqlite3.OperationalError as exc:
+        if _is_busy(exc):
+            raise StoreUnavailable(f"SQLite: {exc}") from None
+        raise
+
+
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
     text = str(exc)
     return "locked" in text or "busy" in text or "unable to open" in text
@@ -137,27 +148,19 @@ class SQLiteStore(SQLStore):
     @asynccontextmanager
     async def _tx(self) -> AsyncIterator[_Conn]:
         writer = self._connection(self._writer)
-        try:
+        with _busy_is_unavailable():
             async with self._locked(), immediate(writer) as db:
                 yield _Conn(db)
-        except sqlite3.OperationalError as exc:
-            if _is_busy(exc):
-                raise StoreUnavailable(f"SQLite: {exc}") from None
-            raise
 
     @asynccontextmanager
     async def _read(self) -> AsyncIterator[_Conn]:
         reader = self._connection(self._reader)
-        try:
+        with _busy_is_unavailable():
             if reader is not self._writer:
                 yield _Conn(reader)
                 return
             async with self._locked():
                 yield _Conn(reader)
-        except sqlite3.OperationalError as exc:
-            if _is_busy(exc):
-                raise StoreUnavailable(f"SQLite: {exc}") from None
-            raise
 
     @asynccontextmanager
     async def _locked(self) -> AsyncIterator[None]:

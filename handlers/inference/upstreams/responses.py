@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from handlers.inference.formats import responses
-from handlers.inference.upstreams.http import HttpUpstream
+from handlers.inference.upstreams.openai import OpenAIUpstream
 
 
-class ResponsesUpstream(HttpUpstream):
+class ResponsesUpstream(OpenAIUpstream):
     """Any OpenAI Responses server; base_url includes /v1, like the openai kind.
 
-    Takes HttpUpstream's arguments: (name, *, base_url, api_key=None, headers=None, timeouts=Timeouts(),
+    OpenAI's transport (bearer key, base URL with /v1) with the Responses format. Takes HttpUpstream's arguments: (name, *, base_url, api_key=None, headers=None, timeouts=Timeouts(),
     options=UpstreamOptions(), transport=None). Every body carries store false: nothing is kept upstream between
     requests, so a Responses caller's request goes as sent (with the gateway's model name, effort and store).
     """
@@ -18,6 +18,3 @@ class ResponsesUpstream(HttpUpstream):
     format = responses
     speaks = "responses"
     path = "/responses"
-
-    def auth_headers(self, api_key: str) -> dict[str, str]:
-        return {"authorization": f"Bearer {api_key}"}

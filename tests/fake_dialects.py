@@ -1,0 +1,327 @@
+"""What the fake upstream answers, in each dialect's wire shapes: OpenAI Chat Completions, Anthropic Messages and
+OpenAI Responses, whole, streamed and as errors, from one scripted Reply. Not product code."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+# (input, output, cached): prompt_tokens / cached_tokens, or input_tokens / cache_read; Anthropic takes an optional
+# fourth member, cache writes (cache_creation_input_tokens, else 0).
+Usage = tuple[int, int, int] | tuple[int, int, int, int]
+
+
+@dataclass
+class Reply:
+    """One scripted answer. Fields left alone give the default answer."""
+
+    text: str = "Hello from fake"
+    tool_calls: list[dict[str, str]] = field(default_factory=list)  # {"name", "arguments": JSON text, "id"?}
+    finish: str | None = None  # the provider's own word; default stop / end_turn, or tool_calls / tool_use
+    usage: Usage | None = None  # default: counted from the words
+    status: int = 200
+    error: str | None = None  # the message of an error body, or of the mid-stream error event (fail_after)
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0  # seconds before answering
+    chunk_delay: float = 0.0  # seconds between stream chunks
+    malformed: bool = False  # a body (or, streaming, a second chunk) that is not JSON
+    cut_after: int | None = None  # streaming: close the connection after this many chunks, with no terminator
+    fail_after: int | None = None  # streaming: after this many chunks send the provider's error event and end
+    model: str | None = None  # default: the model asked for
+    # Responses: a reasoning item with these summary parts (and encrypted content). Chat: reasoning_content, the parts
+    # joined by a blank line. Anthropic: one thinking block of the parts so joined, signed with `signature`.
+    reasoning: list[str] | None = None
+    signature: str = "sig-fake"  # Anthropic: the thinking block's signature (no signature_delta when empty)
+
+
+
+def default_usage(body: dict[str, Any], reply: Reply) -> Usage:
+    prompt = len(re.findall(r"\w+", orjson.dumps(body.get("messages") or body.get("input") or []).decode()))
+    return prompt, len(reply.text.split()) + 12 * len(reply.tool_calls), 0
+
+
+def _pieces(text: str) -> list[str]:
+    """Word-sized pieces ("Hello ", "from ", "fake"), as models stream."""
+    return re.findall(r"\S+\s*|\s+", text)
+
+
+def _thought(reply: Reply) -> str | None:
+    """The reasoning as one text (chat's reasoning_content, an Anthropic thinking block), or None when unset."""
+    return None if reply.reasoning is None else "\n\n".join(reply.reasoning)
+
+
+def _arg_pieces(arguments: str) -> list[str]:
+    return [arguments[i : i + 8] for i in range(0, len(arguments), 8)]
+
+
+def _calls(reply: Reply, prefix: str) -> list[tuple[str, str, str]]:
+    return [
+        (c.get("id") or f"{prefix}{i}", c["name"], c.get("arguments") or "{}") for i, c in enumerate(reply.tool_calls)
+    ]
+
+
+def _sse(payload: Any, event: str | None = None) -> bytes:
+    head = f"event: {event}\n".encode() if event else b""
+    return head + b"data: " + orjson.dumps(payload) + b"\n\n"
+
+
+def _error_type(status: int) -> str:
+    return _ERROR_TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
+
+
+_ERROR_TYPES = {401: "authentication_error", 403: "permission_error", 404: "not_found_error", 429: "rate_limit_error"}
+_ERROR_TYPES |= {529: "overloaded_error"}
+
+
+# --- OpenAI Chat Completions --------------------------------------------------------------------------------------
+
+
+def _chat_usage(usage: Usage, reply: Reply) -> dict[str, Any]:
+    prompt, completion, cached = usage[:3]
+    reasoning = sum(len(part.split()) for part in reply.reasoning or [])
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "prompt_tokens_details": {"cached_tokens": cached, "audio_tokens": 0},
+        "completion_tokens_details": {"reasoning_tokens": reasoning, "audio_tokens": 0},
+    }
+
+
+def _chat_whole(reply: Reply, model: str, usage: Usage) -> dict[str, Any]:
+    calls = [
+        {"id": i, "type": "function", "function": {"name": n, "arguments": a}} for i, n, a in _calls(reply, "call_")
+    ]
+    message = {
+        "role": "assistant",
+        "content": reply.text or None,
+        **({"reasoning_content": thought} if (thought := _thought(reply)) is not None else {}),
+        "refusal": None,
+        **({"tool_calls": calls} if calls else {}),
+    }
+    finish = reply.finish or ("tool_calls" if calls else "stop")
+    return {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish}],
+        "usage": _chat_usage(usage, reply),
+        "system_fingerprint": "fp_fake",
+    }
+
+
+def _chat_stream(reply: Reply, model: str, usage: Usage | None) -> list[bytes]:
+    head = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": int(time.time()), "model": model}
+    head |= {"system_fingerprint": "fp_fake", **({"usage": None} if usage else {})}
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {**head, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+
+    out = [chunk({"role": "assistant", "content": "" if reply.text else None, "refusal": None})]
+    out += [chunk({"reasoning_content": piece}) for piece in _pieces(_thought(reply) or "")]
+    out += [chunk({"content": piece}) for piece in _pieces(reply.text)]
+    for index, (call_id, name, arguments) in enumerate(_calls(reply, "call_")):
+        start = {"index": index, "id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}
+        out.append(chunk({"tool_calls": [start]}))
+        out += [chunk({"tool_calls": [{"index": index, "function": {"arguments": p}}]}) for p in _arg_pieces(arguments)]
+    out.append(chunk({}, reply.finish or ("tool_calls" if reply.tool_calls else "stop")))
+    if usage:
+        out.append({**head, "choices": [], "usage": _chat_usage(usage, reply)})
+    return [_sse(c) for c in out] + [b"data: [DONE]\n\n", _sse(_chat_error(reply))]
+
+
+def _chat_error(reply: Reply) -> dict[str, Any]:
+    error_type = "server_error" if reply.status == 200 else _error_type(reply.status)
+    message = reply.error or f"fake error {reply.status}"
+    return {"error": {"message": message, "type": error_type, "param": None, "code": None}}
+
+
+# --- Anthropic Messages -------------------------------------------------------------------------------------------
+
+
+def _messages_usage(usage: Usage, output: int | None = None) -> dict[str, Any]:
+    tokens, completion, cached = usage[:3]
+    return {
+        "input_tokens": tokens,
+        "cache_creation_input_tokens": usage[3] if len(usage) > 3 else 0,
+        "cache_read_input_tokens": cached,
+        "output_tokens": completion if output is None else output,
+    }
+
+
+def _messages_blocks(reply: Reply) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    if (thought := _thought(reply)) is not None:
+        blocks.append({"type": "thinking", "thinking": thought, "signature": reply.signature})
+    if reply.text:
+        blocks.append({"type": "text", "text": reply.text})
+    for call_id, name, arguments in _calls(reply, "toolu_fake"):
+        blocks.append({"type": "tool_use", "id": call_id, "name": name, "input": orjson.loads(arguments)})
+    return blocks
+
+
+def _messages_whole(reply: Reply, model: str, usage: Usage) -> dict[str, Any]:
+    return {
+        "id": "msg_fake",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": _messages_blocks(reply),
+        "stop_reason": reply.finish or ("tool_use" if reply.tool_calls else "end_turn"),
+        "stop_sequence": None,
+        "usage": _messages_usage(usage),
+    }
+
+
+def _messages_stream(reply: Reply, model: str, usage: Usage | None) -> list[bytes]:
+    usage = usage or (0, 0, 0)
+    whole = _messages_whole(reply, model, usage)
+    message = {**whole, "content": [], "stop_reason": None, "usage": _messages_usage(usage, output=1)}
+    events: list[dict[str, Any]] = [{"type": "message_start", "message": message}]
+    for index, block in enumerate(whole["content"]):
+        deltas = _block_deltas(block)
+        start = {**block, **_EMPTY_START.get(block["type"], {"input": {}})}  # as it opens: nothing in it yet
+        events.append({"type": "content_block_start", "index": index, "content_block": start})
+        events += [{"type": "content_block_delta", "index": index, "delta": delta} for delta in deltas]
+        events.append({"type": "content_block_stop", "index": index})
+    events.insert(min(2, len(events)), {"type": "ping"})
+    delta = {"stop_reason": whole["stop_reason"], "stop_sequence": None}
+    events.append({"type": "message_delta", "delta": delta, "usage": {"output_tokens": usage[1]}})
+    events.append({"type": "message_stop"})
+    return [_sse(e, e["type"]) for e in events] + [_sse(messages_error(reply), "error")]
+
+
+_EMPTY_START: dict[str, dict[str, Any]] = {"text": {"text": ""}, "thinking": {"thinking": "", "signature": ""}}
+
+
+def _block_deltas(block: dict[str, Any]) -> list[dict[str, Any]]:
+    if block["type"] == "text":
+        return [{"type": "text_delta", "text": piece} for piece in _pieces(block["text"])]
+    if block["type"] == "thinking":  # the thinking in pieces, then the whole signature just before the block stops
+        deltas = [{"type": "thinking_delta", "thinking": piece} for piece in _pieces(block["thinking"])]
+        return deltas + ([{"type": "signature_delta", "signature": block["signature"]}] if block["signature"] else [])
+    arguments = orjson.dumps(block["input"]).decode()
+    return [{"type": "input_json_delta", "partial_json": p} for p in ["", *_arg_pieces(arguments)]]
+
+
+def messages_error(reply: Reply) -> dict[str, Any]:
+    error_type = "overloaded_error" if reply.status == 200 else _error_type(reply.status)
+    message = reply.error or f"fake error {reply.status}"
+    return {"type": "error", "error": {"type": error_type, "message": message}, "request_id": "req_fake"}
+
+
+# --- OpenAI Responses -----------------------------------------------------------------------------------------------
+
+
+def _responses_usage(usage: Usage, reply: Reply) -> dict[str, Any]:
+    tokens, completion, cached = usage[:3]
+    return {
+        "input_tokens": tokens,
+        "input_tokens_details": {"cached_tokens": cached, "cache_write_tokens": usage[3] if len(usage) > 3 else 0},
+        "output_tokens": completion,
+        "output_tokens_details": {"reasoning_tokens": sum(len(part.split()) for part in reply.reasoning or [])},
+        "total_tokens": tokens + completion,
+    }
+
+
+def _responses_items(reply: Reply) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    if reply.reasoning is not None:
+        summary = [{"type": "summary_text", "text": text} for text in reply.reasoning]
+        items.append({"id": "rs_fake", "type": "reasoning", "summary": summary, "encrypted_content": "gAAAA-fake"})
+    if reply.text:
+        part = {"type": "output_text", "text": reply.text, "annotations": [], "logprobs": []}
+        message = {"id": "msg_fake", "type": "message", "status": "completed", "role": "assistant"}
+        items.append({**message, "content": [part]})
+    for i, (call_id, name, arguments) in enumerate(_calls(reply, "call_")):
+        call = {"id": f"fc_fake{i}", "type": "function_call", "status": "completed", "call_id": call_id, "name": name}
+        items.append({**call, "arguments": arguments})
+    return items
+
+
+def _responses_whole(reply: Reply, model: str, usage: Usage) -> dict[str, Any]:
+    """A Response object. `finish` is an incomplete_details reason (max_output_tokens, content_filter); none (or
+    "completed") is a completed response."""
+    done = reply.finish in (None, "completed")
+    return {
+        "id": "resp_fake", "object": "response", "created_at": int(time.time()), "model": model,
+        "status": "completed" if done else "incomplete", "background": False, "error": None,
+        "incomplete_details": None if done else {"reason": reply.finish},
+        "instructions": None, "max_output_tokens": None, "metadata": {}, "output": _responses_items(reply),
+        "parallel_tool_calls": True, "previous_response_id": None, "reasoning": {"effort": None, "summary": None},
+        "store": False, "temperature": 1.0, "text": {"format": {"type": "text"}, "verbosity": "medium"},
+        "tool_choice": "auto", "tools": [], "top_p": 1.0, "truncation": "disabled",
+        "usage": _responses_usage(usage, reply),
+    }  # fmt: skip
+
+
+def _responses_stream(reply: Reply, model: str, usage: Usage | None) -> list[bytes]:
+    whole = _responses_whole(reply, model, usage or (0, 0, 0))
+    start = {**whole, "status": "in_progress", "incomplete_details": None, "output": [], "usage": None}
+    events: list[dict[str, Any]] = [
+        {"type": "response.created", "response": start},
+        {"type": "response.in_progress", "response": start},
+    ]
+    for index, item in enumerate(whole["output"]):
+        events += _responses_item_events(index, item)
+    events.append({"type": f"response.{whole['status']}", "response": whole})
+    events = [{**event, "sequence_number": n} for n, event in enumerate(events)]
+    failed = {**start, "status": "failed", "error": {"code": "server_error", "message": reply.error or "fake error"}}
+    events.append({"type": "response.failed", "response": failed, "sequence_number": len(events)})
+    return [_sse(event, event["type"]) for event in events]
+
+
+def _responses_item_events(index: int, item: dict[str, Any]) -> list[dict[str, Any]]:
+    """An output item's events: added (empty), its deltas and their done events, then done (whole)."""
+    at = {"item_id": item["id"], "output_index": index}
+    events: list[dict[str, Any]]
+    if item["type"] == "reasoning":
+        events = [{"type": "response.output_item.added", "output_index": index, "item": {**item, "summary": []}}]
+        for n, part in enumerate(item["summary"]):
+            summary = {**at, "summary_index": n}
+            events.append({"type": "response.reasoning_summary_part.added", **summary, "part": {**part, "text": ""}})
+            events += [{"type": "response.reasoning_summary_text.delta", **summary, "delta": piece}
+                       for piece in _pieces(part["text"])]  # fmt: skip
+            events.append({"type": "response.reasoning_summary_text.done", **summary, "text": part["text"]})
+            events.append({"type": "response.reasoning_summary_part.done", **summary, "part": part})
+    elif item["type"] == "message":
+        part = item["content"][0]
+        added = {**item, "status": "in_progress", "content": []}
+        events = [{"type": "response.output_item.added", "output_index": index, "item": added}]
+        events.append({"type": "response.content_part.added", **at, "content_index": 0, "part": {**part, "text": ""}})
+        events += [{"type": "response.output_text.delta", **at, "content_index": 0, "delta": piece, "logprobs": []}
+                   for piece in _pieces(part["text"])]  # fmt: skip
+        events.append({"type": "response.output_text.done", **at, "content_index": 0, "text": part["text"],
+                       "logprobs": []})  # fmt: skip
+        events.append({"type": "response.content_part.done", **at, "content_index": 0, "part": part})
+    else:
+        added = {**item, "status": "in_progress", "arguments": ""}
+        events = [{"type": "response.output_item.added", "output_index": index, "item": added}]
+        events += [{"type": "response.function_call_arguments.delta", **at, "delta": piece}
+                   for piece in _arg_pieces(item["arguments"])]  # fmt: skip
+        events.append({"type": "response.function_call_arguments.done", **at, "arguments": item["arguments"],
+                       "name": item["name"]})  # fmt: skip
+    return [*events, {"type": "response.output_item.done", "output_index": index, "item": item}]
+
+
+WHOLE: dict[str, Callable[[Reply, str, Usage], dict[str, Any]]] = {
+    "chat": _chat_whole,
+    "messages": _messages_whole,
+    "responses": _responses_whole,
+}
+STREAMS: dict[str, Callable[[Reply, str, Usage | None], list[bytes]]] = {
+    "chat": _chat_stream,
+    "messages": _messages_stream,
+    "responses": _responses_stream,
+}
+ERRORS: dict[str, Callable[[Reply], dict[str, Any]]] = {
+    "chat": _chat_error,
+    "messages": messages_error,
+    "responses": _chat_error,  # OpenAI's one error body
+}
