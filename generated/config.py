@@ -6,6 +6,32 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel, StrictBool, Strict
 from typing import Literal
 
 
+class LedgerSettings(BaseModel):
+    """
+    Each process holds **leases** on part of a key's budget and its workspace's credit, and its priced requests draw on them in memory. One writer syncs every lease each `flush_seconds` (charging what was spent, resizing it) together with the decision records. A process killed with SIGKILL loses at most the last `flush_seconds` of spending; SIGTERM writes everything.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    flush_seconds: StrictFloat = Field(1, gt=0.0, le=60.0)
+    """
+    How often settlements and decision records are written; the most a SIGKILL can lose.
+    """
+    lease_share: StrictFloat = Field(0.25, gt=0.0, le=1.0)
+    """
+    A lease holds at most this share of what the key could still spend (its budget's and its workspace's credit's remainders, whichever is smaller), so other processes get their share too.
+    """
+    lease_requests: StrictInt = Field(64, ge=1)
+    """
+    A lease holds at most this many worst cases of the largest request that drew on it.
+    """
+    lease_minimum_requests: StrictInt = Field(4, ge=1)
+    """
+    When a lease would cover fewer worst cases than this (the end of a budget or a balance), none is taken and each request holds its worst case in the store directly, exactly as much as it needs. Set it above `lease_requests` to turn leases off.
+    """
+
+
 class CooldownSettings(BaseModel):
     """
     An upstream that fails `failures` times within `window_seconds` (timeouts, refused connections, 429 and 5xx) is skipped for `seconds`, then tried again.
@@ -219,6 +245,14 @@ class UpstreamSettings(BaseModel):
     Extra headers sent with every request.
     """
     timeouts: TimeoutSettings = Field({}, validate_default=True)
+    max_answer_bytes: StrictInt = Field(16777216, ge=1024)
+    """
+    The most an answer may weigh (a JSON body, or all of a stream's bytes), 16 MiB by default. A bigger one is cut and counts as the upstream's failure (502 in the caller's format, or an error event in a stream already started), so that one answer cannot take a worker's memory.
+    """
+    max_event_bytes: StrictInt = Field(8388608, ge=1024)
+    """
+    The most one server-sent event of a stream may weigh (8 MiB); beyond, as for max_answer_bytes.
+    """
     default_max_tokens: StrictInt = Field(4096, ge=1)
     """
     anthropic only, where max_tokens is required; used when the request gives none.
@@ -307,4 +341,8 @@ class Config(BaseModel):
     decisions: DecisionSettings = Field({}, validate_default=True)
     """
     Decision records (what GET /v1/route/explain reads).
+    """
+    ledger: LedgerSettings = Field({}, validate_default=True)
+    """
+    How priced requests hold money without waiting on the store (leases), and how often what they spent is written to it.
     """

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -16,6 +18,7 @@ from handlers.inference.catalog import Catalog
 from handlers.inference.cooldown import Cooldowns, SharedCooldowns
 from handlers.inference.upstreams.base import Upstream
 from handlers.inference.upstreams.factory import build_upstream
+from handlers.metering.ledger import Ledger
 from handlers.metering.meter import Meter
 from handlers.metering.ratelimit import Limiter, MemoryLimiter, RedisLimiter
 from handlers.observability.decisions import Recorder
@@ -40,12 +43,18 @@ class Gateway:
         self.upstreams: dict[str, Upstream] = {}
         self.keys = KeyCache(self.store, ttl=float(config.server.key_cache_seconds))
         self.recorder = Recorder(self.store, float(config.decisions.retention_days))
+        led = config.ledger
+        self.ledger = Ledger(self.store, flush_seconds=float(led.flush_seconds), share=float(led.lease_share),
+                             requests=led.lease_requests, minimum=led.lease_minimum_requests)
+        # The one writer of settlements and decision records (money first: a record in the store is charged).
+        self._writer = Periodic(self.write, float(led.flush_seconds), "write settlements and decision records")
+        self.ledger.wake = self.recorder.wake = self._writer.wake
         cd, limits = config.cooldown, config.limits
         breaker = (cd.failures, float(cd.window_seconds), float(cd.seconds))
         self.cooldowns = SharedCooldowns(limits.redis_url, *breaker) if limits.redis_url else Cooldowns(*breaker)
         self.limiter: Limiter = (RedisLimiter(limits.redis_url, on_error=limits.on_redis_error)
                                  if limits.redis_url else MemoryLimiter())
-        self.meter = Meter(self.store, self.limiter)
+        self.meter = Meter(self.store, self.limiter, self.ledger)
         self.limits_fail_open = limits.on_redis_error == "open"
         self._reaper = Periodic(self._release_stale, _REAP_EVERY, "release stale reservations")
         self.started_at = datetime.now(UTC).replace(microsecond=0)
@@ -79,12 +88,35 @@ class Gateway:
             await self._close()  # what was opened must not keep the process alive (aiosqlite's threads would)
             raise
         self.recorder.start()
+        self._writer.start()
         self.keys.start()
         self._reaper.start()
 
+    async def write(self, final: bool = False) -> None:
+        await self.ledger.flush(final)
+        await self.recorder.flush()
+
+    async def _drain(self) -> None:
+        """At shutdown: write everything and give every lease back, retrying while the store is away, for at most
+        the drain time; then say exactly what could not be written."""
+        await self._writer.stop()
+        deadline = time.monotonic() + max(float(self.config.server.drain_seconds), 1.0)
+        while True:
+            try:
+                await self.write(final=True)
+            except Exception:
+                log.exception("could not write settlements and decision records at shutdown; retrying")
+            (spent, settlements), records = self.ledger.unwritten(), self.recorder.unwritten()
+            if not (spent or settlements or records or self.ledger.leased()) or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(min(self.ledger.flush_seconds, 0.5))
+        if spent or settlements or records:
+            log.error("stopping with the store away: %s of spending, %d settlement(s) and %d decision record(s) could "
+                      "not be written and are lost", spent, settlements, records)
+
     async def stop(self) -> None:
         """Flush what is pending, then close; one step failing does not keep the others from running."""
-        await self._close(self._reaper.stop, self.recorder.stop, self.keys.stop)
+        await self._close(self._reaper.stop, self.recorder.stop, self._drain, self.keys.stop)
 
     async def _close(self, *first: Callable[[], Awaitable[object]]) -> None:
         steps = [*first, *(up.aclose for up in self.upstreams.values()), self.limiter.aclose, self.cooldowns.aclose,

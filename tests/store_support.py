@@ -96,3 +96,21 @@ async def fixture_store(backend: Backend) -> AsyncIterator[SQLStore]:
     await opened.open()
     yield opened
     await opened.close()
+
+
+async def in_two_processes(target: Any, *args: Any, timeout: float = 120) -> list[Any]:
+    """Run target(*args, start, results) in two spawned processes that start together (start is a Barrier); each
+    puts one result on the queue. Returns both results once both processes exited cleanly."""
+    import asyncio
+    import multiprocessing
+
+    spawn = multiprocessing.get_context("spawn")
+    start, results = spawn.Barrier(2), spawn.Queue()
+    workers = [spawn.Process(target=target, args=(*args, start, results)) for _ in range(2)]
+    for worker in workers:
+        worker.start()
+    got = [await asyncio.to_thread(results.get, timeout=timeout) for _ in workers]
+    for worker in workers:
+        await asyncio.to_thread(worker.join, 10)
+        assert worker.exitcode == 0
+    return got

@@ -97,13 +97,14 @@ async def test_settle_keeps_the_upstreams_cache_counts_when_it_estimates(tmp_pat
         m = model()
         meter = Meter(store, MemoryLimiter())
         hold = await meter.admit(key, [m], Request("messages", [Message("user", [Text("x" * 40)])], max_tokens=50))
-        assert hold.reservation is not None
+        assert hold.lease is not None  # held in memory, on the key's lease
         # No output count (a cut stream): output is estimated from the text, the cache counts stay as reported,
         # and input is never fewer than the cache reads and writes.
         charge = await meter.settle(hold, m, Usage(cached_input_tokens=300, cache_write_tokens=200), output_chars=20)
         assert charge.estimated
         assert charge.usage == Usage(input_tokens=500, output_tokens=5, cached_input_tokens=300, cache_write_tokens=200)
         assert charge.cost == (300 * Decimal("0.30") + 200 * Decimal("3.75") + 5 * Decimal(15)) / 10**6
+        await meter.ledger.flush()  # the writer's job
         after = await store.get_key(key.id)
         assert after is not None and after.spend_total == charge.cost and after.reserved == 0
     finally:

@@ -1,10 +1,11 @@
-"""The store going away is not a 500 (issue 15, item 3).
+"""The store going away is not a 500, and loses no charge (issue 15, item 3).
 
 A real gateway on PostgreSQL reached through a TCP proxy this module controls (it can refuse new connections and
 cut open ones, or freeze: accept and forward nothing), and on SQLite locked by another connection. While the store
-is away: a key seen before keeps working from the cache on a free model, an unknown key and a priced model get 503
-`store_unavailable` with Retry-After, nothing hangs past the store's timeout; when it is back, everything works
-again and the decision records written meanwhile reach the store.
+is away: a key seen before keeps working from the cache on a free model, and on a priced one while its lease lasts;
+an unknown key, and a priced model for a key with no lease, get 503 `store_unavailable` with Retry-After; nothing
+hangs past the store's timeout; when it is back, everything works again and the decision records written meanwhile
+reach the store.
 
 Time bounds here are hang checks only (HANG), never measurements.
 """
@@ -18,6 +19,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, Self
 from urllib.parse import urlsplit, urlunsplit
@@ -198,8 +200,10 @@ def test_postgresql_away(postgres_behind_proxy: tuple[str, Proxy], tmp_path: Pat
     with gateway_on(store_url, tmp_path) as (gw, client):
         unknown = gw.create_key()  # exists in the store, never seen by the gateway
         revoked = gw.create_key()
+        unleased = gw.create_key()  # seen, but never on a priced model: it holds no lease
         assert post(client, gw.key, FREE).status_code == 200  # the key is now in the cache
-        assert post(client, gw.key, PAID).status_code == 200
+        assert post(client, gw.key, PAID).status_code == 200  # and holds a lease
+        assert post(client, unleased, FREE).status_code == 200
         assert post(client, revoked, FREE).status_code == 200
         key_id = client.get("/v1/key", headers={"Authorization": f"Bearer {revoked}"}).json()["id"]
         assert client.delete(f"/v1/keys/{key_id}", headers=gw.headers).status_code == 200
@@ -213,7 +217,8 @@ def test_postgresql_away(postgres_behind_proxy: tuple[str, Proxy], tmp_path: Pat
             away_ids.append(answer.headers["x-specway-decision-id"])
         assert_store_unavailable(post(client, unknown, FREE))
         assert_store_unavailable(post(client, revoked, FREE))  # revoked through this process: never served stale
-        assert_store_unavailable(post(client, gw.key, PAID))
+        assert post(client, gw.key, PAID).status_code == 200  # its lease pays
+        assert_store_unavailable(post(client, unleased, PAID))
         ready = timed(lambda: client.get("/readyz"))
         assert ready.status_code == 503 and ready.json()["error"]["code"] == "not_ready"
         assert timed(lambda: client.get(f"/v1/route/explain/{away_ids[0]}", headers=gw.headers)).status_code == 200
@@ -250,7 +255,8 @@ def test_sqlite_locked_by_another_process(tmp_path: Path, caplog: pytest.LogCapt
                 away_ids.append(answer.headers["x-specway-decision-id"])
             # WAL readers still read: a key the gateway has not seen is looked up, found, and served.
             assert post(client, other, FREE).status_code == 200
-            assert_store_unavailable(post(client, gw.key, PAID))
+            assert post(client, gw.key, PAID).status_code == 200  # its lease pays
+            assert_store_unavailable(post(client, other, PAID))  # no lease, and none can be taken
             ready = timed(lambda: client.get("/readyz"))
             assert ready.status_code == 503 and ready.json()["error"]["code"] == "not_ready"
             time.sleep(0.5)  # the decision writer has tried (and failed) at least once
@@ -265,3 +271,37 @@ def test_sqlite_locked_by_another_process(tmp_path: Path, caplog: pytest.LogCapt
         for decision_id in away_ids:
             wait_until(lambda d=decision_id: stored(gw, d), f"decision {decision_id} in the store")
             assert client.get(f"/v1/route/explain/{decision_id}", headers=gw.headers).status_code == 200
+
+
+def _paid_stream(client: httpx.Client, key: str) -> httpx.Response:
+    with client.stream("POST", "/v1/chat/completions", json={**PAID, "stream": True},
+                       headers={"Authorization": f"Bearer {key}"}) as r:
+        r.read()
+        return r
+
+
+def test_a_store_stall_during_priced_streams_loses_no_charge(postgres_behind_proxy: tuple[str, Proxy],
+                                                             tmp_path: Path) -> None:
+    store_url, proxy = postgres_behind_proxy
+    with gateway_on(store_url, tmp_path) as (gw, client):
+        answered = [_paid_stream(client, gw.key)]  # the key's lease is taken here
+        assert answered[0].status_code == 200
+        proxy.freeze()
+        refused, stalled_until = 0, time.monotonic() + 20
+        while time.monotonic() < stalled_until:
+            r = _paid_stream(client, gw.key)
+            if r.status_code == 200:
+                assert r.text.rstrip().endswith("data: [DONE]")
+                answered.append(r)
+            else:  # the lease ran dry and the store cannot give another
+                assert r.status_code == 503 and r.json()["error"]["code"] == "store_unavailable", r.text
+                refused += 1
+            assert client.post("/v1/chat/completions", json=FREE, headers=gw.headers).status_code == 200
+        assert len(answered) > 10  # the lease paid for requests while the store was away
+        proxy.up()
+        ids = [r.headers["x-specway-decision-id"] for r in answered]
+        wait_until(lambda: all(gw.run(gw.gateway.store.get_decision(d)) for d in ids), "every record in the store")
+        costs = [Decimal(gw.run(gw.gateway.store.get_decision(d))["cost"]) for d in ids]
+        info = client.get("/v1/key", headers=gw.headers).json()
+        assert Decimal(info["spend"]["total"]) == sum(costs, Decimal(0)) > 0
+        assert Decimal(info["spend"]["reserved"]) == 0

@@ -16,6 +16,7 @@ def _reply(model: models.StrictModel, status: int = 200) -> Response:
 
 
 async def list_workspaces(principal: Principal) -> Response:
+    await gateway.current().ledger.write_now()
     workspaces = await gateway.current().store.list_workspaces()
     return _reply(models.WorkspaceList(object="list", data=[admin.workspace_out(w) for w in workspaces]))
 
@@ -25,6 +26,7 @@ async def create_workspace(principal: Principal, body: models.WorkspaceCreate) -
 
 
 async def get_workspace(principal: Principal, workspace_id: str) -> Response:
+    await gateway.current().ledger.write_now()
     return _reply(admin.workspace_out(await admin.workspace(gateway.current().store, workspace_id)))
 
 
@@ -45,6 +47,7 @@ async def add_credit(principal: Principal, body: models.CreditAdd, workspace_id:
 
 
 async def list_keys(principal: Principal, workspace_id: str | None = None) -> Response:
+    await gateway.current().ledger.write_now()
     keys = await gateway.current().store.list_keys(workspace_id)
     return _reply(models.KeyList(object="list", data=[admin.key_out(k) for k in keys]))
 
@@ -56,6 +59,7 @@ async def create_key(principal: Principal, body: models.KeyCreate) -> Response:
 
 
 async def get_admin_key(principal: Principal, key_id: str) -> Response:
+    await gateway.current().ledger.write_now()
     return _reply(admin.key_out(await admin.key(gateway.current().store, key_id)))
 
 

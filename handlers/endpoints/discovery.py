@@ -63,6 +63,7 @@ async def get_model(principal: Principal, model_id: str) -> Response:
 
 async def get_key(principal: Principal) -> Response:
     gw = gateway.current()
+    await gw.ledger.write_now()
     key = await gw.store.get_key(principal.key.id) or principal.key
     ws = await gw.store.get_workspace(key.workspace_id)
     if ws is None:

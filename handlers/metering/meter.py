@@ -1,11 +1,14 @@
-"""Metering: rate limits, then a reservation of the worst-case cost, before any upstream call; settle after.
+"""Metering: rate limits, then a hold of the worst-case cost, before any upstream call; settle after.
 
-The reservation is atomic in the store, so every worker and replica sharing it together can never spend past a
-key's budget or a workspace's credit. A failed request releases its hold; an answered one settles to its cost.
+The hold comes from the key's lease in this process's ledger (memory, no store round trip), or, when no lease can
+pay, from a reservation in the store, atomic like the lease itself: every worker and replica sharing the store
+together can never spend past a key's budget or a workspace's credit. A failed request releases its hold; an
+answered one settles to its cost.
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -16,6 +19,7 @@ from handlers.inference import tokens
 from handlers.inference.canonical import Request, Usage
 from handlers.inference.catalog import Model
 from handlers.metering import ratelimit
+from handlers.metering.ledger import Lease, Ledger
 from handlers.metering.ratelimit import Limiter, Verdict
 from handlers.store.base import Key, Refused, Store
 
@@ -25,11 +29,13 @@ class Hold:
     """What admit() took for one request, for settle() or release() to finish."""
 
     key: Key
-    reservation: str | None  # None when nothing could cost anything (free models): no store round trip
+    reservation: str | None  # held directly in the store; None when held on a lease, or free
     input_estimate: int
     token_charge: int = 0  # tokens taken from the tokens-per-minute bucket
     headers: dict[str, str] = field(default_factory=dict)
     done: bool = False
+    lease: Lease | None = None  # the lease it drew `held` from
+    held: Decimal = Decimal(0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,9 +53,10 @@ def _rate_limited(kind: str, limit: int, verdict: Verdict, headers: dict[str, st
 
 
 class Meter:
-    def __init__(self, store: Store, limiter: Limiter) -> None:
+    def __init__(self, store: Store, limiter: Limiter, ledger: Ledger | None = None) -> None:
         self.store = store
         self.limiter = limiter
+        self.ledger = ledger or Ledger(store)
 
     async def _limits(self, key: Key, token_cost: int, tokens: bool = True) -> tuple[int, dict[str, str]]:
         headers: dict[str, str] = {}
@@ -82,22 +89,37 @@ class Meter:
         worst = max((m.worst_case(inp, out) for m in candidates), default=Decimal(0))
         if worst == 0:
             return Hold(key, None, inp, charge, headers)
+        if lease := await self.ledger.draw(key, worst):
+            return Hold(key, None, inp, charge, headers, lease=lease, held=worst)
         try:
-            reservation = await self.store.reserve(key.id, worst, datetime.now(UTC))
+            reservation = await self._reserve(key, worst)
         except Refused as refused:
             if charge:
                 await self.limiter.refund(f"{key.id}:tokens", key.limits.tpm or 0, charge)
             code = "insufficient_credit" if refused.reason == "credit" else "budget_exceeded"
             raise ApiError(402, code, refused.message, headers=headers) from None
         except StoreUnavailable as away:
-            # Nothing can be held while the store is away, so a priced request is refused (503 store_unavailable,
-            # Retry-After). Leases of credit held in this process, which would let it go on, are a later piece of
-            # issue 15 (the per-process ledger); free models never get here.
+            # Nothing can be held while the store is away and no lease of this process can pay: 503
+            # store_unavailable with Retry-After. Free models never get here.
             if charge:
                 await self.limiter.refund(f"{key.id}:tokens", key.limits.tpm or 0, charge)
             away.headers = {**headers, **away.headers}
             raise
         return Hold(key, reservation, inp, charge, headers)
+
+    async def _reserve(self, key: Key, worst: Decimal) -> str:
+        """A hold in the store. Refused while leases of running processes hold money nothing draws on, it is
+        asked again while they give it back (at the end of a budget or a balance only: within three flushes)."""
+        wait = self.ledger.flush_seconds / 2
+        for _ in range(6):
+            try:
+                return await self.store.reserve(key.id, worst, datetime.now(UTC))
+            except Refused as refused:
+                if not refused.leased:
+                    raise
+            self.ledger.wake()
+            await asyncio.sleep(wait)
+        return await self.store.reserve(key.id, worst, datetime.now(UTC))
 
     async def settle(self, hold: Hold, model: Model, usage: Usage | None, output_chars: int) -> Charge:
         """Replace the hold by the real cost; give back the tokens the estimate took too many of."""
@@ -126,12 +148,14 @@ class Meter:
         if hold.done:
             return
         hold.done = True
-        if hold.reservation is None:
-            pass  # free: nothing was held, and a free model's cost is 0
-        elif cost is None:
-            await self.store.release(hold.reservation)
-        else:
-            await self.store.settle(hold.reservation, cost)
+        if hold.lease is not None:
+            self.ledger.settle(hold.lease, hold.held, cost)
+        elif hold.reservation is not None:  # a free model's cost is 0 and nothing was held
+            try:
+                await (self.store.release(hold.reservation) if cost is None
+                       else self.store.settle(hold.reservation, cost))
+            except StoreUnavailable:
+                self.ledger.later(hold.reservation, cost)  # never lost: written when the store is back
         unused = hold.token_charge - used_tokens
         if unused > 0:
             await self.limiter.refund(f"{hold.key.id}:tokens", hold.key.limits.tpm or 0, unused)

@@ -1,5 +1,5 @@
-"""Decision records: rendered from a request's Plan and Trace, written off the hot path in batches and flushed at
-shutdown (nothing is lost)."""
+"""Decision records: rendered from a request's Plan and Trace, kept pending here and written off the hot path in
+batches by the gateway's one writer (with the settlements), and flushed at shutdown (nothing is lost)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ if TYPE_CHECKING:
     from handlers.inference.routing import Plan
     from handlers.inference.trace import Trace
 
-_FLUSH_EVERY = 0.25  # seconds
 _PRUNE_EVERY = 3600.0
 _BATCH = 200
 
@@ -63,28 +62,27 @@ class Recorder:
         self._store = store
         self._retention = timedelta(days=retention_days)
         self._pending: dict[str, dict[str, Any]] = {}
-        self._writer = Periodic(self.flush, _FLUSH_EVERY, "write decision records")
+        self.wake = lambda: None  # the writer's, set by the gateway: a full batch is waiting
         self._pruner = Periodic(self.prune, _PRUNE_EVERY, "prune old decision records")
         self._outage = Outage("decision records", "they stay pending and are retried", log)
 
     def add(self, record: dict[str, Any]) -> None:
         self._pending[record["id"]] = record
         if len(self._pending) >= _BATCH:
-            self._writer.wake()
+            self.wake()
 
     async def get(self, decision_id: str) -> dict[str, Any] | None:
         """A record, whether still pending here or already in the store."""
         return self._pending.get(decision_id) or await self._store.get_decision(decision_id)
 
     def start(self) -> None:
-        self._writer.start()
         self._pruner.start()
 
     async def stop(self) -> None:
         await self._pruner.stop()
-        await self._writer.stop()
-        if self._pending:  # the store is still away at shutdown
-            log.error("%d decision record(s) could not be written before stopping and are lost", len(self._pending))
+
+    def unwritten(self) -> int:
+        return len(self._pending)
 
     async def flush(self) -> None:
         """Write what is pending. While the store is away (StoreUnavailable) everything stays pending and is

@@ -74,12 +74,40 @@ class Key:
 
 
 class Refused(Exception):
-    """A reservation that cannot be paid for. `reason` is 'credit' or 'budget'."""
+    """A reservation that cannot be paid for. `reason` is 'credit' or 'budget'; `leased` says that leases held
+    by running processes hold part of what is missing (they give it back within a flush or two)."""
 
-    def __init__(self, reason: Literal["credit", "budget"], message: str) -> None:
+    def __init__(self, reason: Literal["credit", "budget"], message: str, leased: bool = False) -> None:
         super().__init__(message)
         self.reason = reason
         self.message = message
+        self.leased = leased
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseSync:
+    """What a process tells the store about one of its leases, and how it wants it sized.
+
+    The store charges `spent`, then sizes the lease to `share` of what the key and its workspace could pay
+    (itself included), at most `want`; below `minimum` it keeps only `in_flight`. With `grow_only`, requests may
+    be drawing on the current amount, so it never shrinks (a lease that stops being useful says so, and is shrunk
+    at the next sync, once nothing draws on it)."""
+
+    lease_id: str | None  # None: no lease yet
+    key_id: str
+    spent: Decimal  # settled by its requests since the last sync
+    in_flight: Decimal  # held now by its requests
+    want: Decimal
+    minimum: Decimal
+    share: Decimal
+    grow_only: bool
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseGrant:
+    lease_id: str | None  # None: no lease is held any more
+    amount: Decimal  # held in the store for the lease now (spent already deducted)
+    useful: bool  # at least `minimum`: requests may draw on it
 
 
 class Outage:
@@ -184,6 +212,10 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def release(self, reservation_id: str) -> None:
         """Drop the hold without spending. Idempotent."""
+
+    @abc.abstractmethod
+    async def sync_lease(self, sync: LeaseSync, now: datetime) -> LeaseGrant:
+        """Charge a lease's spending and resize it, in one transaction (see LeaseSync)."""
 
     @abc.abstractmethod
     async def release_stale(self, older_than: datetime) -> int:

@@ -12,14 +12,15 @@ import abc
 import json
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
-from datetime import datetime
-from decimal import Decimal
+from datetime import datetime, timedelta
+from decimal import ROUND_DOWN, Decimal
 from typing import Any, Protocol
 
-from .base import Key, Limits, Refused, Store, Workspace, hash_secret, new_secret
+from .base import Key, LeaseGrant, LeaseSync, Limits, Refused, Store, Workspace, hash_secret, new_secret
 from .values import (
     apply_key_changes,
     as_money,
+    as_time,
     fmt_money,
     key_row,
     new_id,
@@ -60,6 +61,12 @@ def _update(table: str, cols: Sequence[str]) -> str:
 _KEY_MUTABLE = tuple(c for c in KEY_COLS if c not in _KEY_FIXED)
 _UPDATE_KEY = _update("keys", _KEY_MUTABLE)
 _SETTLED_SINCE = "SELECT cost FROM reservations WHERE key_id = $1 AND state = 'settled' AND finished_at >= $2"
+_LEASES = "SELECT key_id, workspace_id, amount, in_flight FROM reservations WHERE state = 'held' AND lease = TRUE"
+_LEASE_COLS = ("id", "key_id", "workspace_id", "amount", "state", "created_at", "lease", "cost", "in_flight")
+# A lease is closed and reopened (same amount, new row) this often, so that its spending lands in settled rows
+# (what a budget period's change sums) and no live lease ever looks like one a dead process left.
+LEASE_ROTATE = timedelta(seconds=60)
+_LEASE_STEP = Decimal("1e-9")  # lease sizes are rounded down to this, so that their sums never lose precision
 
 
 class Conn(Protocol):
@@ -73,6 +80,20 @@ class Conn(Protocol):
         """Run one statement; return the number of rows it changed."""
 
     async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None: ...
+
+
+def _roll_period(key: Key, now: datetime) -> None:
+    start = period_floor(key.limits.budget_period, now)
+    if start is not None and (key.period_start is None or start > key.period_start):
+        key.spend_period, key.period_start = Decimal(0), start
+
+
+def _free(key: Key, ws: Workspace) -> Decimal:
+    """What the key may still hold: the smaller of its budget's and its workspace's credit's remainders."""
+    free = ws.credit - ws.reserved
+    if key.limits.budget is not None:
+        free = min(free, key.limits.budget - key.spend_period - key.reserved)
+    return max(Decimal(0), free)
 
 
 def check_budget(key: Key, amount: Decimal) -> None:
@@ -129,12 +150,24 @@ class SQLStore(Store):
             await tx.execute(_insert("workspaces", WS_COLS), *(getattr(ws, col) for col in WS_COLS))
         return ws
 
+    async def _unleased(self, items: list[Any], by: str) -> list[Any]:
+        """Workspaces or keys as reads show them: `reserved` is what requests in flight hold, so the part of a
+        lease no request holds yet (the process's float) is not counted. Reads only; money logic sees it all."""
+        if items:
+            slack: dict[str, Decimal] = {}
+            for row in await self._all(_LEASES):
+                slack[row[by]] = slack.get(row[by], Decimal(0)) + Decimal(row["amount"]) - Decimal(row["in_flight"])
+            for item in items:
+                item.reserved -= max(Decimal(0), slack.get(item.id, Decimal(0)))
+        return items
+
     async def get_workspace(self, workspace_id: str) -> Workspace | None:
         row = await self._one(_select("workspaces", WS_COLS, " WHERE id = $1"), workspace_id)
-        return None if row is None else to_workspace(row)
+        return None if row is None else (await self._unleased([to_workspace(row)], "workspace_id"))[0]
 
     async def list_workspaces(self) -> list[Workspace]:
-        return [to_workspace(r) for r in await self._all(_select("workspaces", WS_COLS, " ORDER BY created_at, id"))]
+        found = [to_workspace(r) for r in await self._all(_select("workspaces", WS_COLS, " ORDER BY created_at, id"))]
+        return await self._unleased(found, "workspace_id")
 
     async def rename_workspace(self, workspace_id: str, name: str) -> Workspace | None:
         async with self._tx() as tx:
@@ -185,12 +218,12 @@ class SQLStore(Store):
 
     async def get_key(self, key_id: str) -> Key | None:
         row = await self._one(_select("keys", KEY_COLS, " WHERE id = $1"), key_id)
-        return None if row is None else to_key(row)
+        return None if row is None else (await self._unleased([to_key(row)], "key_id"))[0]
 
     async def list_keys(self, workspace_id: str | None = None) -> list[Key]:
         where, args = ("", ()) if workspace_id is None else (" WHERE workspace_id = $1", (workspace_id,))
         rows = await self._all(_select("keys", KEY_COLS, where + " ORDER BY created_at, id"), *args)
-        return [to_key(r) for r in rows]
+        return await self._unleased([to_key(r) for r in rows], "key_id")
 
     async def update_key(self, key_id: str, **changes: Any) -> Key | None:
         """Change name, scopes, models, policy, expires_at or limits (a Limits); other keywords: ValueError.
@@ -243,11 +276,14 @@ class SQLStore(Store):
                 raise LookupError(f"no key {key_id}")
             ws = await self._locked_workspace(tx, key.workspace_id)
             assert ws is not None  # a foreign key
-            start = period_floor(key.limits.budget_period, now)
-            if start is not None and (key.period_start is None or start > key.period_start):
-                key.spend_period, key.period_start = Decimal(0), start
-            check_budget(key, amount)
-            check_credit(ws, amount)
+            _roll_period(key, now)
+            try:
+                check_budget(key, amount)
+                check_credit(ws, amount)
+            except Refused as refused:
+                leases = await tx.fetch(_LEASES + " AND (key_id = $1 OR workspace_id = $2)", key.id, ws.id)
+                refused.leased = any(Decimal(r["amount"]) > Decimal(r["in_flight"]) for r in leases)
+                raise
             await tx.execute(
                 "UPDATE keys SET reserved = $2, spend_period = $3, period_start = $4 WHERE id = $1",
                 key.id, key.reserved + amount, key.spend_period, key.period_start,
@@ -267,6 +303,66 @@ class SQLStore(Store):
 
     async def release(self, reservation_id: str) -> None:
         await self._finish(reservation_id, None)
+
+    async def sync_lease(self, sync: LeaseSync, now: datetime) -> LeaseGrant:
+        now = utc(now)
+        async with self._tx() as tx:
+            row = None
+            if sync.lease_id is not None:
+                sql = "SELECT amount, state, cost, created_at FROM reservations WHERE id = $1" + self.lock
+                row = await tx.fetchrow(sql, sync.lease_id)
+            key = await self._locked_key(tx, sync.key_id)
+            if key is None:
+                raise LookupError(f"no key {sync.key_id}")
+            ws = await self._locked_workspace(tx, key.workspace_id)
+            assert ws is not None  # a foreign key
+            _roll_period(key, now)
+            held = row is not None and row["state"] == "held"
+            amount = Decimal(row["amount"]) if held else Decimal(0)
+            # What its requests spent leaves the lease (never more than it holds: a cost may exceed its hold).
+            drawn = min(amount, sync.spent)
+            amount -= drawn
+            key.reserved -= drawn
+            ws.reserved -= drawn
+            key.spend_total += sync.spent
+            key.spend_period += sync.spent
+            ws.credit -= sync.spent
+            ws.spend_total += sync.spent
+            # Then its new size: a share of what could be held, so the last of it still goes to whoever asks.
+            target = min(sync.want, ((amount + _free(key, ws)) * sync.share).quantize(_LEASE_STEP, ROUND_DOWN))
+            useful = target >= sync.minimum
+            floor = amount if sync.grow_only else min(amount, sync.in_flight)
+            new = max(target if useful else Decimal(0), floor)
+            key.reserved += new - amount
+            ws.reserved += new - amount
+            await tx.execute(
+                _update("keys", ("reserved", "spend_total", "spend_period", "period_start")),
+                key.id, key.reserved, key.spend_total, key.spend_period, key.period_start,
+            )  # fmt: skip
+            await tx.execute(
+                _update("workspaces", ("reserved", "credit", "spend_total")),
+                ws.id, ws.reserved, ws.credit, ws.spend_total,
+            )  # fmt: skip
+            lease_id = sync.lease_id
+            if row is not None:  # settled when it closes, rotates, or was released (its process thought dead)
+                cost = Decimal(row["cost"] or 0) + sync.spent
+                rotate = held and (new == 0 or as_time(row["created_at"]) < now - LEASE_ROTATE)
+                if rotate or not held:
+                    await tx.execute(_update("reservations", ("state", "cost", "amount", "finished_at")),
+                                     lease_id, "settled" if held else row["state"], cost, Decimal(0), now)
+                    lease_id = None
+                else:
+                    await tx.execute(_update("reservations", ("amount", "cost", "in_flight")),
+                                     lease_id, new, cost, sync.in_flight)
+            elif sync.spent:  # its row was released as a dead process's (a store away for longer than a request
+                # may live): what its requests spent still counts, in a row of its own
+                await tx.execute(_insert("reservations", (*_LEASE_COLS, "finished_at")), new_id("rsv_", 12), key.id,
+                                 ws.id, Decimal(0), "settled", now, True, sync.spent, Decimal(0), now)
+            if lease_id is None and new > 0:
+                lease_id = new_id("rsv_", 12)
+                await tx.execute(_insert("reservations", _LEASE_COLS),
+                                 lease_id, key.id, ws.id, new, "held", now, True, Decimal(0), sync.in_flight)
+        return LeaseGrant(lease_id, new, useful)
 
     async def release_stale(self, older_than: datetime) -> int:
         """Release holds made before `older_than` and never settled (their process died); return how many."""

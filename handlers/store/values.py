@@ -108,7 +108,7 @@ def _dec(value: Any) -> Decimal:
     return value if isinstance(value, Decimal) else Decimal(value)
 
 
-def _time(value: Any) -> datetime | None:
+def as_time(value: Any) -> datetime | None:
     if value is None:
         return None
     return utc(value if isinstance(value, datetime) else datetime.fromisoformat(value))
@@ -125,7 +125,7 @@ def to_workspace(row: Any) -> Workspace:
         credit=_dec(row["credit"]),
         reserved=_dec(row["reserved"]),
         spend_total=_dec(row["spend_total"]),
-        created_at=_time(row["created_at"]),  # type: ignore[arg-type]  # NOT NULL
+        created_at=as_time(row["created_at"]),  # type: ignore[arg-type]  # NOT NULL
     )
 
 
@@ -134,11 +134,11 @@ def to_key(row: Any) -> Key:
     return Key(
         id=row["id"], workspace_id=row["workspace_id"], name=row["name"], hint=row["hint"],
         scopes=_strings(row["scopes"]) or (), models=_strings(row["models"]), policy=row["policy"],
-        expires_at=_time(row["expires_at"]), created_at=_time(row["created_at"]),  # type: ignore[arg-type]
-        last_used_at=_time(row["last_used_at"]), revoked_at=_time(row["revoked_at"]),
+        expires_at=as_time(row["expires_at"]), created_at=as_time(row["created_at"]),  # type: ignore[arg-type]
+        last_used_at=as_time(row["last_used_at"]), revoked_at=as_time(row["revoked_at"]),
         limits=Limits(None if budget is None else _dec(budget), row["budget_period"], row["rpm"], row["tpm"]),
         spend_total=_dec(row["spend_total"]), spend_period=_dec(row["spend_period"]),
-        period_start=_time(row["period_start"]), reserved=_dec(row["reserved"]),
+        period_start=as_time(row["period_start"]), reserved=_dec(row["reserved"]),
     )  # fmt: skip
 
 
@@ -162,7 +162,7 @@ def to_decision(record: dict[str, Any]) -> tuple[Any, ...]:
     for required in ("id", "created_at"):
         if required not in record:
             raise ValueError(f"a decision record needs {required!r}")
-    created_at = _time(record["created_at"])
+    created_at = as_time(record["created_at"])
     text = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
     if "\\u0000" in text:  # a NUL from the caller (a model name, say): PostgreSQL's jsonb refuses it
         text = json.dumps(_without_nul(record), ensure_ascii=False, separators=(",", ":"))

@@ -1,0 +1,159 @@
+"""The ledger: each process's money in memory, so that a priced request never waits on the store.
+
+A **lease** is a durable hold on part of a key's budget and its workspace's credit, taken from the store in one
+transaction like any reservation. Requests draw their worst case from their key's lease in memory and settle into
+it; the writer (one Periodic for settlements and decision records, see gateway.py) syncs every lease each flush:
+one transaction charges what its requests spent and resizes it. So the store never holds less than what this
+process's requests may spend, and every worker and replica together never spend past a budget or a balance.
+
+A lease is sized to a share of what the key could still hold (at most `requests` worst cases), so the last of a
+balance goes to whoever asks: when that share is less than `minimum` worst cases, no lease is taken, requests hold
+directly in the store one by one (exact, the old path), and a lease already held is given back once nothing draws
+on it. A lease no request drew on for a while is given back too.
+
+What a crash loses: the spending of one flush interval (kill -9); the lease itself is released by the reaper.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from decimal import Decimal
+
+from handlers.errors import StoreUnavailable
+from handlers.store.base import Key, LeaseSync, Outage, Store
+
+log = logging.getLogger("specway.ledger")
+_IDLE_FLUSHES = 5  # a lease nothing drew on for this many flush intervals is given back
+
+
+@dataclass(eq=False, slots=True)
+class Lease:
+    key_id: str
+    id: str | None = None  # its reservation in the store; None while none is held
+    amount: Decimal = Decimal(0)  # held in the store
+    spent: Decimal = Decimal(0)  # settled by its requests, not yet written to the store
+    in_flight: Decimal = Decimal(0)  # held by its requests now
+    open: bool = False  # requests may draw on it
+    unit: Decimal = Decimal(0)  # the largest worst case drawn: what the lease is sized in
+    drawn_at: float = field(default_factory=time.monotonic)  # when a request last drew on it
+    retry_at: float = 0.0  # monotonic: no use asking the store for a lease before then
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    def free(self) -> Decimal:
+        return self.amount - self.spent - self.in_flight
+
+    def draw(self, worst: Decimal) -> bool:
+        if not self.open or self.free() < worst:
+            return False
+        self.in_flight += worst
+        self.drawn_at = time.monotonic()
+        return True
+
+
+class Ledger:
+    def __init__(self, store: Store, *, flush_seconds: float = 1.0, share: float = 0.25, requests: int = 64,
+                 minimum: int = 4) -> None:
+        self.store = store
+        self.flush_seconds = flush_seconds
+        self._share = Decimal(str(share))
+        self._requests = requests
+        self._minimum = minimum
+        self._leases: dict[str, Lease] = {}
+        self._settlements: dict[str, Decimal | None] = {}  # direct holds whose settlement waits for the store
+        self._outage = Outage("settlements", "what was spent stays in memory and is written when it is back", log)
+        self.wake = lambda: None  # the writer's, set by the gateway: a lease runs low
+
+    # the request's path
+    async def draw(self, key: Key, worst: Decimal) -> Lease | None:
+        """Hold `worst` on the key's lease; None when no lease can pay (then the caller holds in the store)."""
+        lease = self._leases.get(key.id)
+        if lease is None:
+            lease = self._leases[key.id] = Lease(key.id)
+        elif lease.draw(worst):
+            if lease.free() * 2 < lease.amount:
+                self.wake()  # renewed in the background, before it runs dry
+            return lease
+        if time.monotonic() < lease.retry_at:
+            return None
+        async with lease.lock:
+            if lease.draw(worst):
+                return lease
+            lease.unit, lease.drawn_at = max(lease.unit, worst), time.monotonic()
+            try:
+                await self._sync(lease, reopen=True)
+            except StoreUnavailable:
+                lease.retry_at = time.monotonic() + self.flush_seconds
+                return None
+            return lease if lease.draw(worst) else None
+
+    def settle(self, lease: Lease, held: Decimal, cost: Decimal | None) -> None:
+        """A request that drew `held` finished: it spent `cost` (None: nothing)."""
+        lease.in_flight -= held
+        if cost:
+            lease.spent += cost
+
+    def later(self, reservation: str, cost: Decimal | None) -> None:
+        """A direct hold the store could not settle (or release, None) now: the writer retries until it takes it."""
+        self._settlements[reservation] = cost
+        self.wake()
+
+    # the writer's
+    async def flush(self, final: bool = False) -> None:
+        """Write every lease's spending and resize it; with `final`, give every lease back (shutdown)."""
+        for reservation, cost in list(self._settlements.items()):
+            try:
+                await (self.store.release(reservation) if cost is None else self.store.settle(reservation, cost))
+            except StoreUnavailable as away:
+                self._outage.down(away.reason)
+                return
+            del self._settlements[reservation]
+        idle_since = time.monotonic() - _IDLE_FLUSHES * self.flush_seconds
+        for key_id, lease in list(self._leases.items()):
+            async with lease.lock:
+                if final or lease.drawn_at < idle_since:
+                    lease.open = False
+                if lease.id is not None or lease.spent:
+                    try:
+                        await self._sync(lease)
+                    except StoreUnavailable as away:
+                        self._outage.down(away.reason)
+                        return
+                if lease.id is None and not lease.in_flight and not lease.spent and not lease.open:
+                    del self._leases[key_id]
+        self._outage.up()
+
+    async def write_now(self) -> None:
+        """Write what this process's requests spent before a read of spend or credit, so that it shows them.
+        Nothing else changes (no lease closes for it); a store that is away makes the read itself fail."""
+        for lease in list(self._leases.values()):
+            if lease.spent:
+                async with lease.lock:
+                    with contextlib.suppress(StoreUnavailable):
+                        await self._sync(lease)
+
+    def leased(self) -> bool:
+        """Whether a lease of this process still holds money in the store."""
+        return any(lease.id is not None for lease in self._leases.values())
+
+    def unwritten(self) -> tuple[Decimal, int]:
+        """What a stop now would lose: the spending not yet in the store, and settlements waiting for it."""
+        return sum((lease.spent for lease in self._leases.values()), Decimal(0)), len(self._settlements)
+
+    async def _sync(self, lease: Lease, reopen: bool = False) -> None:
+        """Under the lease's lock; `reopen` for a request that wants to draw. A failure leaves the lease as it
+        was: what was spent stays to be written."""
+        spent = lease.spent
+        wanted = lease.open or reopen  # else it is being given back: it keeps only what its requests hold
+        sync = LeaseSync(lease.id, lease.key_id, spent, lease.in_flight, lease.unit * self._requests if wanted else
+                         Decimal(0), lease.unit * self._minimum, self._share, grow_only=lease.open)
+        grant = await self.store.sync_lease(sync, datetime.now(UTC))
+        lease.spent -= spent
+        lease.id, lease.amount = grant.lease_id, grant.amount
+        lease.open = grant.useful and (lease.open or reopen)
+        if not grant.useful:
+            lease.retry_at = time.monotonic() + self.flush_seconds

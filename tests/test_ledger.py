@@ -1,0 +1,184 @@
+"""Leases: the store's side (sized from what remains, charged, shrunk, rotated) and the ledger's (requests draw in
+memory, the writer charges what they spent). Every test runs on SQLite and on PostgreSQL (tests/store_support.py)."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from decimal import Decimal as D
+from typing import Any
+
+from handlers.metering.ledger import Ledger
+from handlers.store.base import LeaseSync, Limits
+from handlers.store.sqlbase import LEASE_ROTATE, SQLStore
+from tests.store_support import (
+    NOW,
+    Backend,
+    fixture_backend,  # noqa: F401  (a fixture)
+    fixture_store,  # noqa: F401  (a fixture)
+    in_two_processes,
+)
+from tests.test_store_metering import funded_key, reserve_or_none
+
+UNIT = D("0.10")  # one request's worst case in these tests
+
+
+def sync(key_id: str, lease_id: str | None = None, spent: D = D(0), in_flight: D = D(0), grow_only: bool = True,
+         want: D = UNIT * 64) -> LeaseSync:
+    return LeaseSync(lease_id, key_id, spent, in_flight, want, UNIT * 4, D("0.25"), grow_only)
+
+
+async def held(store: SQLStore, key_id: str) -> tuple[D, D]:
+    """(what the store holds for the key, what reads show as held by requests in flight)."""
+    async with store._read() as conn:
+        raw = D((await conn.fetchrow("SELECT reserved FROM keys WHERE id = $1", key_id))["reserved"])
+    key = await store.get_key(key_id)
+    assert key is not None
+    return raw, key.reserved
+
+
+async def test_a_lease_is_a_share_of_what_remains_and_charges_what_was_spent(store: SQLStore) -> None:
+    ws_id, key_id = await funded_key(store, D(100), Limits(D("20.00")))
+    grant = await store.sync_lease(sync(key_id), NOW)
+    assert grant.lease_id and grant.useful and grant.amount == D("5.00")  # a quarter of the budget's 20
+    assert await held(store, key_id) == (D("5.00"), D(0))  # the float is not "held by requests in flight"
+    grant = await store.sync_lease(sync(key_id, grant.lease_id, spent=D("1.25"), in_flight=D("0.5")), NOW)
+    # 1.25 spent leaves the lease; what remains to hold is 20 - 1.25, a quarter of it is 4.6875 (money's precision)
+    assert grant.amount == D("4.6875")
+    key, ws = await store.get_key(key_id), await store.get_workspace(ws_id)
+    assert key is not None and ws is not None
+    assert (key.spend_total, key.spend_period, ws.credit, ws.spend_total) == (D("1.25"), D("1.25"), D("98.75"), D("1.25"))
+    assert key.reserved == ws.reserved == D("0.5")  # what its requests hold, as last written
+    assert await reserve_or_none(store, key_id, D("14.06")) is not None  # the rest is free for others
+    assert await reserve_or_none(store, key_id, D("0.01")) is None  # and nothing more: the lease holds its part
+
+
+async def test_grow_only_never_shrinks_and_a_closed_lease_gives_back_all_but_in_flight(store: SQLStore) -> None:
+    ws_id, key_id = await funded_key(store, D("4.00"))
+    lease = await store.sync_lease(sync(key_id), NOW)
+    assert lease.amount == D("1.00")
+    assert await reserve_or_none(store, key_id, D("2.60")) is not None  # others took most of the rest
+    grant = await store.sync_lease(sync(key_id, lease.lease_id, in_flight=D("0.3")), NOW)
+    # A quarter of what remains (0.40 + 1.00) is 0.35, under 4 worst cases: not worth drawing on, but not shrunk
+    # while requests may still be drawing on it.
+    assert (grant.amount, grant.useful) == (D("1.00"), False)
+    grant = await store.sync_lease(sync(key_id, lease.lease_id, in_flight=D("0.3"), grow_only=False), NOW)
+    assert (grant.lease_id, grant.amount, grant.useful) == (lease.lease_id, D("0.3"), False)
+    grant = await store.sync_lease(sync(key_id, lease.lease_id, spent=D("0.25"), grow_only=False), NOW)
+    assert (grant.lease_id, grant.amount) == (None, D(0))  # closed: settled, nothing held
+    ws = await store.get_workspace(ws_id)
+    assert ws is not None and (ws.credit, ws.reserved) == (D("3.75"), D("2.60"))
+
+
+async def test_too_little_left_means_no_lease(store: SQLStore) -> None:
+    _, key_id = await funded_key(store, D(100), Limits(D("1.00")))  # ten worst cases: a quarter is under four
+    grant = await store.sync_lease(sync(key_id), NOW)
+    assert (grant.lease_id, grant.amount, grant.useful) == (None, D(0), False)
+    assert await held(store, key_id) == (D(0), D(0))
+
+
+async def test_a_lease_rotates_into_a_settled_row(store: SQLStore, backend: Backend) -> None:
+    _, key_id = await funded_key(store, D(100))
+    first = await store.sync_lease(sync(key_id), NOW)
+    later = NOW + LEASE_ROTATE + timedelta(seconds=1)
+    second = await store.sync_lease(sync(key_id, first.lease_id, spent=D("0.5")), later)
+    assert second.lease_id not in (None, first.lease_id) and second.amount == D("6.40") - D("0.5") + D("0.5")
+    rows = await backend.query(f"SELECT id, state, cost FROM reservations WHERE key_id = '{key_id}' ORDER BY created_at")
+    assert [(r[0], r[1], D(str(r[2]))) for r in rows] == [(first.lease_id, "settled", D("0.5")),
+                                                          (second.lease_id, "held", D(0))]
+    key = await store.get_key(key_id)
+    assert key is not None and key.spend_total == D("0.5") and await held(store, key_id) == (second.amount, D(0))
+
+
+async def test_a_lease_released_as_a_dead_process_s_still_charges_what_it_spent(store: SQLStore) -> None:
+    ws_id, key_id = await funded_key(store, D(10))
+    lease = await store.sync_lease(sync(key_id), NOW)
+    assert await store.release_stale(NOW + timedelta(days=1)) == 1  # the process looked dead
+    grant = await store.sync_lease(sync(key_id, lease.lease_id, spent=D("0.7")), NOW)
+    assert grant.lease_id not in (None, lease.lease_id)  # a new lease
+    ws = await store.get_workspace(ws_id)
+    assert ws is not None and ws.credit == D("9.3") and ws.spend_total == D("0.7")
+
+
+async def test_requests_draw_in_memory_and_the_writer_charges_them(store: SQLStore) -> None:
+    ws_id, key_id = await funded_key(store, D(100))
+    key = await store.get_key(key_id)
+    assert key is not None
+    ledger = Ledger(store, flush_seconds=60)
+    leases = [await ledger.draw(key, UNIT) for _ in range(40)]
+    assert all(lease is leases[0] for lease in leases)
+    assert await held(store, key_id) == (UNIT * 64, D(0))  # one store round trip took the lease
+    for lease in leases:
+        assert lease is not None
+        ledger.settle(lease, UNIT, D("0.07"))
+    assert (await store.get_workspace(ws_id)).credit == D(100)  # type: ignore[union-attr]  # not written yet
+    await ledger.flush()
+    ws = await store.get_workspace(ws_id)
+    assert ws is not None and (ws.credit, ws.spend_total, ws.reserved) == (D("97.20"), D("2.80"), D(0))
+    await ledger.flush(final=True)  # shutdown: every lease given back
+    assert await held(store, key_id) == (D(0), D(0)) and not ledger.leased()
+
+
+def _spend_in_process(kind: str, url: str, key_id: str, n: int, start: Any, results: Any) -> None:
+    """n requests of UNIT, one at a time in each of 8 tasks, through a ledger of this process; each settles for
+    what it held. Returns how many were paid for."""
+
+    async def run() -> int:
+        from handlers.errors import StoreUnavailable
+        from handlers.store.base import Refused
+
+        store = Backend(kind, url).new_store()
+        await store.open()
+        ledger = Ledger(store, flush_seconds=0.05)
+        key = await store.get_key(key_id)
+        assert key is not None
+        paid = 0
+
+        async def writer() -> None:
+            while True:
+                await asyncio.sleep(ledger.flush_seconds)
+                await ledger.flush()
+
+        async def one() -> None:
+            nonlocal paid
+            for _ in range(n // 8):
+                lease = await ledger.draw(key, UNIT)
+                if lease is not None:
+                    await asyncio.sleep(0.001)
+                    ledger.settle(lease, UNIT, UNIT)
+                    paid += 1
+                    continue
+                for _ in range(8):  # refused while leases give back what nothing draws on (the Meter's rule)
+                    try:
+                        rsv = await store.reserve(key.id, UNIT, NOW)
+                    except Refused as refused:
+                        if not refused.leased:
+                            return
+                        await asyncio.sleep(ledger.flush_seconds / 2)
+                        continue
+                    except StoreUnavailable:
+                        continue
+                    await store.settle(rsv, UNIT)
+                    paid += 1
+                    break
+
+        background = asyncio.create_task(writer())
+        try:
+            await asyncio.to_thread(start.wait)
+            await asyncio.gather(*(one() for _ in range(8)))
+        finally:
+            background.cancel()
+            await ledger.flush(final=True)
+            await store.close()
+        return paid
+
+    results.put(asyncio.run(run()))
+
+
+async def test_two_processes_on_leases_spend_exactly_the_budget(store: SQLStore, backend: Backend) -> None:
+    ws_id, key_id = await funded_key(store, D(1000), Limits(D("30.00")))  # 300 requests' worth
+    counts = await in_two_processes(_spend_in_process, backend.kind, backend.url, key_id, 400)
+    key, ws = await store.get_key(key_id), await store.get_workspace(ws_id)
+    assert key is not None and ws is not None
+    assert sum(counts) == 300 and all(counts), counts  # never more, and the last cents went to whoever asked
+    assert (key.spend_total, key.reserved, ws.reserved, ws.credit) == (D("30.00"), 0, 0, D("970.00"))

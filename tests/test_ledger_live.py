@@ -1,0 +1,140 @@
+"""Money under load and faults, through real gateways (issue 15): every answered priced request is charged and
+recorded, whatever the store does meanwhile; a SIGKILL loses at most one flush interval of settlements.
+
+Time bounds here are hang checks or the documented loss bound, never measurements of speed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+import yaml
+
+from tests.conftest import free_port, fresh_postgres, spawn, stop
+from tests.fake_upstream import FakeUpstream
+from tests.test_metering import BODY, gateway_config, held, key_info, make_key, two_gateways
+
+STREAM = {**BODY, "stream": True, "stream_options": {"include_usage": True}}
+
+
+@pytest.fixture(scope="module")
+def fake() -> Iterator[FakeUpstream]:
+    with FakeUpstream() as f:
+        yield f
+
+
+async def _stream(client: httpx.AsyncClient, url: str, body: dict[str, Any]) -> tuple[int, str, bool]:
+    """(status, decision id, whether the stream ended with [DONE])."""
+    async with client.stream("POST", f"{url}/v1/chat/completions", json=body) as r:
+        text = (await r.aread()).decode()
+        return r.status_code, r.headers.get("x-specway-decision-id", ""), text.rstrip().endswith("data: [DONE]")
+
+
+async def _streams(urls: list[str], key: str, n: int, fake: FakeUpstream) -> list[tuple[int, str, bool]]:
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=0)
+    async with httpx.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=300, limits=limits) as c:
+        return await held(fake, [_stream(c, urls[i % 2], STREAM) for i in range(n)])
+
+
+async def _stored(url: str, ids: list[str]) -> tuple[int, Decimal]:
+    """How many of the decisions are in the store, and the sum of their costs."""
+    conn = await asyncpg.connect(url)
+    try:
+        rows = await conn.fetch("SELECT record FROM decisions WHERE id = ANY($1::text[])", ids)
+    finally:
+        await conn.close()
+    return len(rows), sum((Decimal(json.loads(r["record"])["cost"]) for r in rows), Decimal(0))
+
+
+def test_a_thousand_concurrent_priced_streams_are_all_charged_and_recorded(fake: FakeUpstream, tmp_path: Path) -> None:
+    fake.reset()
+    with fresh_postgres() as url:
+        with two_gateways(gateway_config(fake, url), tmp_path) as (urls, admin):
+            key = make_key(urls[0], admin, "1000")
+            results = asyncio.run(_streams(urls, key, 1000, fake))  # every stream is in flight at once
+            assert [(status, done) for status, _, done in results] == [(200, True)] * 1000
+            ids = [decision for _, decision, _ in results]
+        # Both gateways stopped (SIGTERM): every settlement and record is written, every lease given back.
+        with two_gateways(gateway_config(fake, url), tmp_path) as (urls, _):
+            info = key_info(urls[0], key)
+        recorded, cost = asyncio.run(_stored(url, ids))
+        assert recorded == 1000 and cost > 0
+        assert Decimal(info["spend"]["total"]) == cost
+        assert Decimal(info["spend"]["reserved"]) == 0 == Decimal(info["workspace"]["reserved"])
+        assert Decimal(info["workspace"]["credit"]) == Decimal(1000) - cost
+
+
+@contextmanager
+def _gateway_process(tmp_path: Path, name: str) -> Iterator[tuple[Any, str, str]]:
+    config = {
+        "store": {"url": f"sqlite:///{tmp_path / 'specway.db'}"},
+        "upstreams": {"echo": {"kind": "echo"}},
+        "models": [{"id": "acme/paid", "upstream": "echo", "name": "paid", "price": {"input": "1", "output": "1"}}],
+        "ledger": {"flush_seconds": 1},
+    }
+    path = tmp_path / "specway.yaml"
+    path.write_text(yaml.safe_dump(config))
+    port = free_port()
+    proc, admin = spawn(path, port, tmp_path / f"{name}.log")
+    try:
+        yield proc, f"http://127.0.0.1:{port}", admin
+    finally:
+        if proc.poll() is None:
+            stop(proc)
+
+
+def test_kill_9_loses_at_most_one_flush_interval_of_settlements(tmp_path: Path) -> None:
+    flush = 1.0
+    with _gateway_process(tmp_path, "first") as (proc, url, admin):
+        key = make_key(url, admin, "1000")
+        headers = {"Authorization": f"Bearer {key}"}
+        body = {"messages": [{"role": "user", "content": "the same words every time"}], "max_tokens": 16,
+                "model": "acme/paid"}
+        with httpx.Client(base_url=url, headers=headers, timeout=30) as c:
+            assert c.post("/v1/chat/completions", json=body).status_code == 200
+            one = Decimal(c.get("/v1/key").json()["spend"]["total"])  # what one request costs (GET flushes)
+            assert one > 0
+        answered_at: list[float] = []
+        stop_load = threading.Event()
+
+        def load() -> None:
+            with httpx.Client(base_url=url, headers=headers, timeout=30) as c:
+                while not stop_load.is_set():
+                    try:
+                        if c.post("/v1/chat/completions", json=body).status_code == 200:
+                            answered_at.append(time.monotonic())
+                    except httpx.HTTPError:
+                        return  # the process is gone
+
+        threads = [threading.Thread(target=load) for _ in range(4)]
+        for t in threads:
+            t.start()
+        time.sleep(3)
+        killed_at = time.monotonic()
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+        stop_load.set()
+        for t in threads:
+            t.join(30)
+    with _gateway_process(tmp_path, "second") as (_, url, _admin):
+        spent = Decimal(httpx.get(f"{url}/v1/key", headers=headers).json()["spend"]["total"])
+    charged = spent / one
+    assert charged == int(charged)
+    answered = 1 + len(answered_at)
+    # Every answer older than one flush interval (and the writer's own transaction) was written before the kill.
+    settled_before = 1 + sum(at < killed_at - flush - 0.5 for at in answered_at)
+    assert len(answered_at) > 20
+    assert settled_before <= charged <= answered, (settled_before, charged, answered)
