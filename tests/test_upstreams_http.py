@@ -23,6 +23,7 @@ from handlers.inference.canonical import (
     UsageReport,
 )
 from handlers.inference.upstreams import OpenAIUpstream, Timeouts, UpstreamError
+from handlers.inference.upstreams.base import Sizes
 from handlers.inference.upstreams.http import SseEvent, error_detail, iter_sse, retry_after
 from tests.fake_upstream import FakeUpstream
 from tests.upstream_support import (
@@ -280,3 +281,37 @@ def test_error_detail_reads_the_usual_shapes() -> None:
     assert error_detail(b'{"error": "plain"}') == "plain"
     assert error_detail(b'{"detail": "fastapi"}') == "fastapi"
     assert error_detail(b"<html>") is None
+
+
+# --- Size limits ----------------------------------------------------------------------------------------------------
+
+SMALL = Sizes(answer=64 * 1024, event=8 * 1024)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_an_answer_past_max_answer_bytes_is_the_upstreams_failure(fake: FakeUpstream, build: Build,
+                                                                        kind: str) -> None:
+    for streaming in (False, True):
+        fake.script(text="word " * 20_000)  # ~100 KB as one JSON body, or as thousands of small events
+        error = await failure(answer(build(kind, sizes=SMALL), streaming))
+        assert (error.kind, error.caller_fault) == ("protocol", False)
+        assert error.message == f"upstream {kind} sent an answer larger than its limit of 65536 bytes (max_answer_bytes)"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_an_event_past_max_event_bytes_is_the_upstreams_failure(fake: FakeUpstream, build: Build,
+                                                                      kind: str) -> None:
+    fake.script(text="x" * 20_000)  # one word: one event of 20 KB, under the answer's limit
+    error = await failure(answer(build(kind, sizes=SMALL), True))
+    fake.script(text="x" * 20_000)
+    assert error.message == f"upstream {kind} sent a stream event larger than its limit of 8192 bytes (max_event_bytes)"
+    assert (await answer(build(kind, sizes=SMALL), False)).text() == "x" * 20_000  # whole, it fits
+
+
+async def test_a_declared_length_past_the_limit_is_refused_before_reading() -> None:
+    def handler(_: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, headers={"content-length": str(1 << 30)}, content=b"{}")
+
+    upstream = OpenAIUpstream("big", base_url="http://upstream.test", sizes=SMALL, transport=httpx.MockTransport(handler))
+    error = await failure(upstream.complete(HELLO, "m"))
+    assert "larger than its limit of 65536 bytes" in error.message

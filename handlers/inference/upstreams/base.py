@@ -22,6 +22,14 @@ class Timeouts:
     total: float = 300.0
 
 
+@dataclass(frozen=True, slots=True)
+class Sizes:
+    """The most an upstream may send: a whole answer (a JSON body, or every byte of a stream), and one stream event."""
+
+    answer: int = 16 * 1024 * 1024
+    event: int = 8 * 1024 * 1024
+
+
 class UpstreamError(Exception):
     """An upstream failed. `kind` says how; `status` is the upstream's HTTP status when it answered.
 

@@ -6,7 +6,7 @@ from generated.config import UpstreamSettings
 from handlers.config import api_key
 from handlers.inference.formats.base import UpstreamOptions
 from handlers.inference.upstreams.anthropic import AnthropicUpstream
-from handlers.inference.upstreams.base import Timeouts, Upstream
+from handlers.inference.upstreams.base import Sizes, Timeouts, Upstream
 from handlers.inference.upstreams.echo import EchoUpstream
 from handlers.inference.upstreams.openai import OpenAIUpstream
 from handlers.inference.upstreams.responses import ResponsesUpstream
@@ -19,11 +19,11 @@ def build_upstream(name: str, settings: UpstreamSettings) -> Upstream:
     timeouts = Timeouts(connect=float(t.connect), read=float(t.read), total=float(t.total))
     base_url, key, headers = settings.base_url or "", api_key(name, settings), dict(settings.headers)
     options = UpstreamOptions(default_max_tokens=settings.default_max_tokens, passthrough=settings.passthrough)
+    sizes = Sizes(answer=settings.max_answer_bytes, event=settings.max_event_bytes)
+    common = {"base_url": base_url, "api_key": key, "headers": headers, "timeouts": timeouts, "sizes": sizes}
     if settings.kind == "openai":
-        return OpenAIUpstream(name, base_url=base_url, api_key=key, headers=headers, timeouts=timeouts, options=options)
+        return OpenAIUpstream(name, options=options, **common)
     if settings.kind == "responses":
-        return ResponsesUpstream(name, base_url=base_url, api_key=key, headers=headers, timeouts=timeouts,
-                                 options=options)
-    return AnthropicUpstream(name, base_url=base_url, api_key=key, headers=headers, timeouts=timeouts,
-                             default_max_tokens=settings.default_max_tokens, passthrough=settings.passthrough,
-                             anthropic_version=settings.anthropic_version)
+        return ResponsesUpstream(name, options=options, **common)
+    return AnthropicUpstream(name, default_max_tokens=settings.default_max_tokens, passthrough=settings.passthrough,
+                             anthropic_version=settings.anthropic_version, **common)

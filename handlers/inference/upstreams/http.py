@@ -22,11 +22,12 @@ from httpx_aiohttp import AiohttpTransport, HttpxAiohttpClient
 from handlers.inference.canonical import Event, Format, Request, Result
 from handlers.inference.formats.base import Traits, UpstreamFault, UpstreamFormat, UpstreamOptions
 from handlers.inference.formats.common import json_object
-from handlers.inference.upstreams.base import PLAIN, FailureKind, Timeouts, Upstream, UpstreamError
+from handlers.inference.upstreams.base import PLAIN, FailureKind, Sizes, Timeouts, Upstream, UpstreamError
 
 T = TypeVar("T")
 
 DEFAULT_TIMEOUTS = Timeouts()  # frozen, so one shared default is safe
+DEFAULT_SIZES = Sizes()
 DEFAULT_OPTIONS = UpstreamOptions()
 USER_AGENT = "specway"
 LIMITS = httpx.Limits(max_connections=512, max_keepalive_connections=64, keepalive_expiry=30.0)
@@ -60,6 +61,14 @@ ERROR_TYPE_STATUS = {
 class SseEvent(NamedTuple):
     event: str  # "message" when the server named none
     data: str
+
+
+class TooLarge(Exception):
+    """An answer or an event past its size limit (Sizes): the upstream's failure, never the caller's."""
+
+
+def _answer_too_large(limit: int) -> TooLarge:
+    return TooLarge(f"sent an answer larger than its limit of {limit} bytes (max_answer_bytes)")
 
 
 def make_client(
@@ -148,35 +157,50 @@ def retry_after(headers: Mapping[str, str]) -> float | None:
 _EOL = re.compile(rb"\r\n|\r|\n")
 
 
-async def _lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[str]:
+def _event_too_large(limit: int) -> TooLarge:
+    return TooLarge(f"sent a stream event larger than its limit of {limit} bytes (max_event_bytes)")
+
+
+async def _lines(chunks: AsyncIterator[bytes], sizes: Sizes) -> AsyncIterator[str]:
     """Lines split on CRLF, LF or CR only (httpx's aiter_lines also splits on U+2028 and friends, legal in JSON).
 
     Linear in the stream's size: a chunk with no line end is only set aside, and the pieces of a line are joined
-    once, when its end arrives (re-splitting a growing buffer on every chunk made a long event quadratic).
+    once, when its end arrives (re-splitting a growing buffer on every chunk made a long event quadratic). A line
+    longer than `sizes.event`, or more than `sizes.answer` bytes in all, is TooLarge (counted here, in the one
+    loop every chunk goes through).
     """
     pending: list[bytes] = []  # the pieces of the line not ended yet
+    waiting = seen = 0  # their bytes; all the bytes so far
     async for chunk in chunks:
+        seen += len(chunk)
+        if seen > sizes.answer:
+            raise _answer_too_large(sizes.answer)
         if b"\n" not in chunk and b"\r" not in chunk and not (pending and pending[-1].endswith(b"\r")):
             pending.append(chunk)
+            waiting += len(chunk)
+            if waiting > sizes.event:
+                raise _event_too_large(sizes.event)
             continue
         pending.append(chunk)
         data = b"".join(pending)
         end = len(data) - 1 if data.endswith(b"\r") else len(data)  # a CR may be half of a CRLF
         *lines, rest = _EOL.split(data[:end])
         pending = [rest + data[end:]]
+        waiting = len(pending[0])
         for line in lines:
             yield line.decode("utf-8", "replace")
     # Whatever is left had no line end: an unfinished event, which SSE discards.
 
 
-async def iter_sse(response: httpx.Response) -> AsyncIterator[SseEvent]:
-    """Server-sent events from a streaming response: `event:` names, multi-line data, comments, CRLF."""
-    event, data = "", []
-    async for line in _lines(response.aiter_bytes()):
+async def iter_sse(response: httpx.Response, sizes: Sizes = DEFAULT_SIZES) -> AsyncIterator[SseEvent]:
+    """Server-sent events from a streaming response: `event:` names, multi-line data, comments, CRLF. An event or
+    the whole answer past `sizes` is TooLarge."""
+    event, data, size = "", [], 0
+    async for line in _lines(response.aiter_bytes(), sizes):
         if not line:
             if data:
                 yield SseEvent(event or "message", "\n".join(data))
-            event, data = "", []
+            event, data, size = "", [], 0
             continue
         field, _, value = line.partition(":")
         value = value.removeprefix(" ")
@@ -184,6 +208,9 @@ async def iter_sse(response: httpx.Response) -> AsyncIterator[SseEvent]:
             event = value
         elif field == "data":
             data.append(value)
+            size += len(value)
+            if size > sizes.event:
+                raise _event_too_large(sizes.event)
         # A comment has an empty field name; id and retry mean nothing to a one-shot request.
 
 
@@ -206,11 +233,13 @@ class HttpUpstream(Upstream):
         api_key: str | None = None,
         headers: Mapping[str, str] | None = None,
         timeouts: Timeouts = DEFAULT_TIMEOUTS,
+        sizes: Sizes = DEFAULT_SIZES,
         options: UpstreamOptions = DEFAULT_OPTIONS,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         super().__init__(name)
         self.timeouts = timeouts
+        self.sizes = sizes
         self.options = options
         self._secret = api_key
         own = {**self.kind_headers(), **(self.auth_headers(api_key) if api_key else {})}
@@ -259,11 +288,17 @@ class HttpUpstream(Upstream):
         """POST a JSON body and return the JSON answer; any failure is an UpstreamError."""
         with self._failures():
             async with asyncio.timeout(self.timeouts.total):
-                response = await self._client.post(self._url(path), content=orjson.dumps(body), headers=headers)
-                if not response.is_success:
-                    raise self._status_error(response, response.content)
+                request = self._client.build_request("POST", self._url(path), content=orjson.dumps(body),
+                                                     headers=headers)
+                response = await self._client.send(request, stream=True)
                 try:
-                    return json_object(response.content)
+                    content = await self._read(response)
+                finally:
+                    await response.aclose()
+                if not response.is_success:
+                    raise self._status_error(response, content)
+                try:
+                    return json_object(content)
                 except UpstreamFault as fault:
                     raise self._fault(fault) from None
 
@@ -276,10 +311,24 @@ class HttpUpstream(Upstream):
             response = await self._by(deadline, stack.enter_async_context(request))
             if not response.is_success:
                 raise self._status_error(response, await self._by(deadline, response.aread()))
-            events = await stack.enter_async_context(contextlib.aclosing(iter_sse(response)))
+            events = await stack.enter_async_context(contextlib.aclosing(iter_sse(response, self.sizes)))
             # The deadline wraps each read, never a yield: a timeout scope must not span the consumer's code.
             while (event := await self._by(deadline, anext(events, None))) is not None:
                 yield event
+
+    async def _read(self, response: httpx.Response) -> bytes:
+        """The whole body, at most `sizes.answer` bytes of it (a declared length past that is not read at all)."""
+        limit = self.sizes.answer
+        length = response.headers.get("content-length", "")
+        if length.isdigit() and int(length) > limit:
+            raise _answer_too_large(limit)
+        chunks, seen = [], 0
+        async for chunk in response.aiter_bytes():
+            seen += len(chunk)
+            if seen > limit:
+                raise _answer_too_large(limit)
+            chunks.append(chunk)
+        return b"".join(chunks)
 
     def _url(self, path: str) -> httpx.URL:
         """The absolute URL of a path, parsed once: httpx would parse and join it again on every request."""
@@ -310,5 +359,7 @@ class HttpUpstream(Upstream):
             yield
         except UpstreamError:
             raise
+        except TooLarge as exc:
+            raise self.protocol_error(str(exc)) from None
         except _CAUGHT as exc:
             raise failure(self.name, exc) from exc
