@@ -15,6 +15,8 @@ import yaml
 from generated.config import Config, ModelSettings, PolicySettings, UpstreamSettings
 
 ENV_CONFIG = "SPECWAY_CONFIG"
+ENV_PREFIX = "SPECWAY_"  # SPECWAY_SERVER__PORT=9000 sets server.port (docs/configuration.md lists every name)
+DEFAULT_FILE = "specway.yaml"  # read from the working folder when no file is named
 ECHO_MODEL = "specway/echo"
 
 
@@ -65,19 +67,54 @@ def _nulls_dropped_in(annotation: Any, value: Any) -> Any:
     return value
 
 
-def load(path: str | Path | None = None) -> Config:
-    """The config at `path`, or at $SPECWAY_CONFIG, or the embedded defaults when neither is given."""
-    path = path or os.environ.get(ENV_CONFIG)
-    if not path:
-        return parse({}, "(embedded defaults)")
-    p = Path(path)
+def load(path: str | Path | None = None, environ: dict[str, str] | None = None) -> Config:
+    """The config at `path`, or at $SPECWAY_CONFIG, or in ./specway.yaml, or the embedded defaults; then the
+    SPECWAY_<KEY>__<KEY> environment variables over it."""
+    environ = dict(os.environ if environ is None else environ)
+    path = path or environ.get(ENV_CONFIG) or (DEFAULT_FILE if Path(DEFAULT_FILE).is_file() else None)
+    data, source = ({}, "(embedded defaults)") if not path else (_read(Path(path)), str(path))
+    data, names = with_environment(data, environ)
+    return parse(data, source + (f" with {', '.join(names)}" if names else ""))
+
+
+def _read(p: Path) -> Any:
     try:
         data = yaml.safe_load(p.read_text(encoding="utf-8"))
     except OSError as exc:
         raise ConfigError(f"{p}: cannot read the configuration file: {exc.strerror}") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{p}: not valid YAML: {exc}") from None
-    return parse(data, str(p))
+    return {} if data is None else data
+
+
+def with_environment(data: Any, environ: dict[str, str]) -> tuple[Any, list[str]]:
+    """`data` with every SPECWAY_<KEY>[__<KEY>...] variable whose first key is a top-level key set over it (the value
+    read as YAML); other SPECWAY_ variables are not ours to read. Returns the data and the variables applied."""
+    if not isinstance(data, dict):
+        return data, []
+    data, applied = dict(data), []
+    for name in sorted(environ):
+        if not name.startswith(ENV_PREFIX) or name == ENV_CONFIG:
+            continue
+        path = [part.lower() for part in name[len(ENV_PREFIX):].split("__")]
+        if path[0] not in Config.model_fields or not all(path):
+            continue
+        try:
+            value = yaml.safe_load(environ[name])
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{name}: not a valid YAML value: {exc}") from None
+        node = data
+        for i, key in enumerate(path[:-1]):
+            child = node.get(key)
+            if not isinstance(child, dict):
+                if child is not None:
+                    raise ConfigError(f"{name}: {'.'.join(path[: i + 1])} is not a section with keys")
+                child = {}
+            node[key] = child = dict(child)
+            node = child
+        node[path[-1]] = value
+        applied.append(name)
+    return data, applied
 
 
 def with_defaults(config: Config, source: str) -> Config:
