@@ -383,6 +383,72 @@ class ResponseOutputTokensDetails(StrictModel):
     """
 
 
+class UsageCounts(StrictModel):
+    """
+    What a set of requests used. Tokens are as the upstreams reported them (or estimated when they did not); cost is in the catalog's currency.
+    """
+
+    requests: StrictInt
+    """
+    Inference requests answered or refused after routing (a refusal by authentication or rate limit never reaches routing and is not counted).
+    """
+    errors: StrictInt
+    """
+    Of those, the ones that did not end with an answer (outcome other than ok).
+    """
+    input_tokens: StrictInt
+    output_tokens: StrictInt
+    cached_input_tokens: StrictInt
+    """
+    Of the input, read from a prompt cache.
+    """
+    cache_write_tokens: StrictInt
+    """
+    Of the input, written to a prompt cache.
+    """
+    cost: Money
+
+
+class UsageRow(UsageCounts):
+    """
+    One bucket of one group.
+    """
+
+    start: AwareDatetime
+    """
+    The bucket's first hour (UTC).
+    """
+    key_id: StrictStr = None
+    """
+    With group_by key.
+    """
+    workspace_id: StrictStr = None
+    """
+    With group_by workspace.
+    """
+    model: StrictStr = None
+    """
+    With group_by model: the model that answered, or the one asked for.
+    """
+    upstream: StrictStr = None
+    """
+    With group_by upstream: empty when no upstream was tried.
+    """
+
+
+class UsageReport(StrictModel):
+    object: Literal["usage"]
+    start: AwareDatetime
+    end: AwareDatetime
+    bucket: Literal["hour", "day"]
+    group_by: list[Literal["key", "model", "upstream", "workspace"]]
+    data: list[UsageRow]
+    """
+    In order of bucket, then group.
+    """
+    totals: UsageCounts
+
+
 class Key(StrictModel):
     """
     A relay key as an admin sees it; never its secret.

@@ -32,4 +32,5 @@ TABLE: tuple[PathInfo, ...] = (
     PathInfo("/healthz", re.compile("^/healthz$"), "GET"),
     PathInfo("/readyz", re.compile("^/readyz$"), "GET"),
     PathInfo("/metrics", re.compile("^/metrics$"), "GET"),
+    PathInfo("/v1/usage", re.compile("^/v1/usage$"), "GET"),
 )

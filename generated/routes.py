@@ -10,7 +10,7 @@ from connexion.context import request
 
 from generated import models
 from handlers.edge import glue
-from handlers.endpoints import admin, discovery, inference, operations
+from handlers.endpoints import admin, discovery, inference, operations, usage
 
 
 async def add_credit(workspace_id):
@@ -79,6 +79,11 @@ async def get_key():
 async def get_model(model_id):
     principal = await glue.authenticate(request, "models:read")
     return await discovery.get_model(principal, model_id)
+
+
+async def get_usage(start=None, end=None, bucket=None, group_by=None, key_id=None, workspace_id=None):
+    principal = await glue.authenticate(request, "key:read")
+    return await usage.get_usage(principal, start, end, bucket, group_by, key_id, workspace_id)
 
 
 async def get_workspace(workspace_id):

@@ -3,6 +3,7 @@ batches by the gateway's one writer (with the settlements), and flushed at shutd
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -62,12 +63,16 @@ class Recorder:
         self._store = store
         self._retention = timedelta(days=retention_days)
         self._pending: dict[str, dict[str, Any]] = {}
+        self._uncounted: set[str] = set()  # pending records that are no inference (token counts): not in usage
+        self._flushing = asyncio.Lock()
         self.wake = lambda: None  # the writer's, set by the gateway: a full batch is waiting
         self._pruner = Periodic(self.prune, _PRUNE_EVERY, "prune old decision records")
         self._outage = Outage("decision records", "they stay pending and are retried", log)
 
-    def add(self, record: dict[str, Any]) -> None:
+    def add(self, record: dict[str, Any], counted: bool = True) -> None:
         self._pending[record["id"]] = record
+        if not counted:
+            self._uncounted.add(record["id"])
         if len(self._pending) >= _BATCH:
             self.wake()
 
@@ -86,11 +91,15 @@ class Recorder:
 
     async def flush(self) -> None:
         """Write what is pending. While the store is away (StoreUnavailable) everything stays pending and is
-        retried at the next flush, with one warning per outage rather than one per flush."""
+        retried at the next flush, with one warning per outage rather than one per flush. One flush at a time."""
+        async with self._flushing:
+            await self._flush()
+
+    async def _flush(self) -> None:
         while self._pending:
             batch = list(self._pending.values())[:_BATCH]
             try:
-                await self._store.save_decisions(batch)
+                await self._store.save_decisions(batch, self._uncounted_of(batch))
             except StoreUnavailable as away:
                 self._outage.down(away.reason)
                 return
@@ -100,6 +109,10 @@ class Recorder:
             self._outage.up()
             for record in batch:
                 self._pending.pop(record["id"], None)
+                self._uncounted.discard(record["id"])
+
+    def _uncounted_of(self, batch: list[dict[str, Any]]) -> frozenset[str]:
+        return frozenset(r["id"] for r in batch if r["id"] in self._uncounted) if self._uncounted else frozenset()
 
     async def _one_by_one(self, batch: list[dict[str, Any]]) -> bool:
         """A batch failed: write its records alone, so that one the store refuses cannot hold back the rest.
@@ -108,7 +121,7 @@ class Recorder:
         refused = []
         for record in batch:
             try:
-                await self._store.save_decisions([record])
+                await self._store.save_decisions([record], self._uncounted_of([record]))
             except StoreUnavailable:
                 return False  # gone meanwhile: the batch stays pending, no record is judged refused
             except Exception:  # noqa: BLE001 - which failure it was is logged below, with the record's id

@@ -104,7 +104,7 @@ def _done(plan: Plan, trace: Trace) -> None:
     is no inference, and GET /metrics counts it by its route in specway_requests_total."""
     record = decisions.record(plan, trace)
     record["explanation"] += _COUNTED_ONLY
-    gateway.current().recorder.add(record)
+    gateway.current().recorder.add(record, counted=False)  # usage counts inference only
     u = trace.usage
     requestlog.add(decision_id=plan.id, key_id=plan.key.id, format=plan.format,
                    model=trace.answered.id if trace.answered else None, outcome=trace.outcome,

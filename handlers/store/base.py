@@ -223,7 +223,13 @@ class Store(abc.ABC):
 
     # decision records (written in batches by the recorder)
     @abc.abstractmethod
-    async def save_decisions(self, records: list[dict[str, Any]]) -> None: ...
+    async def save_decisions(self, records: list[dict[str, Any]], uncounted: frozenset[str] = frozenset()) -> None:
+        """Write records, and add those written for the first time (but `uncounted`) to the usage rollups."""
+
+    @abc.abstractmethod
+    async def usage(self, start: datetime, end: datetime, workspace_id: str | None = None,
+                    key_id: str | None = None) -> list[tuple[Any, Any]]:
+        """The hourly usage rollups in [start, end): (hour, workspace, key, model, upstream) and their counts."""
 
     @abc.abstractmethod
     async def get_decision(self, decision_id: str) -> dict[str, Any] | None: ...

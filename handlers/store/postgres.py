@@ -67,6 +67,7 @@ class _Conn:
 
 class PostgresStore(SQLStore):
     lock = " FOR UPDATE"
+    usage_lock = "SELECT pg_advisory_xact_lock(7365706) "  # "spw", usage rollups: one writer at a time
 
     def __init__(self, url: str, min_size: int = 1, max_size: int = 10, timeout: float = DEFAULT_TIMEOUT) -> None:
         self.url = url

@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from decimal import ROUND_DOWN, Decimal
 from typing import Any, Protocol
 
+from . import usage
 from .base import Key, LeaseGrant, LeaseSync, Limits, Refused, Store, Workspace, hash_secret, new_secret
 from .values import (
     apply_key_changes,
@@ -50,6 +51,11 @@ def _select(table: str, cols: Sequence[str], where: str = "") -> str:
 
 def _insert(table: str, cols: Sequence[str]) -> str:
     return f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join(f'${i}' for i in range(1, len(cols) + 1))})"
+
+
+def _marks(values: Sequence[Any], after: int = 0) -> str:
+    """$n placeholders for `values`, numbered from after + 1."""
+    return ", ".join(f"${i}" for i in range(after + 1, after + len(values) + 1))
 
 
 def _update(table: str, cols: Sequence[str]) -> str:
@@ -117,6 +123,7 @@ def check_credit(ws: Workspace, amount: Decimal) -> None:
 
 class SQLStore(Store):
     lock: str = ""  # appended to SELECTs whose rows the transaction is about to change
+    usage_lock: str = ""  # a statement that serializes rollup writers (SQLite's BEGIN IMMEDIATE already does)
     migrated: tuple[int, ...] = ()  # the schema versions the last open() applied
 
     @abc.abstractmethod
@@ -397,15 +404,46 @@ class SQLStore(Store):
         return True
 
     # decision records
-    async def save_decisions(self, records: list[dict[str, Any]]) -> None:
-        """Insert records; saving a record whose id exists replaces it."""
+    async def save_decisions(self, records: list[dict[str, Any]], uncounted: frozenset[str] = frozenset()) -> None:
+        """Insert records; saving a record whose id exists replaces it. A record written for the first time is added
+        to the hourly usage rollups (unless its id is `uncounted`), in the same transaction."""
         if not records:
             return
         cols = ("id", "created_at", "workspace_id", "key_id", "record")
         replace_all = ", ".join(f"{col} = excluded.{col}" for col in cols[1:])
         sql = f"{_insert('decisions', cols)} ON CONFLICT (id) DO UPDATE SET {replace_all}"
+        rows = [to_decision(r) for r in records]
         async with self._tx() as tx:
-            await tx.executemany(sql, [to_decision(r) for r in records])
+            if self.usage_lock:  # before reading which records exist: another writer's may not be committed yet
+                await tx.execute(self.usage_lock)
+            ids = [r[0] for r in rows]
+            seen = {r["id"] for r in await tx.fetch(f"SELECT id FROM decisions WHERE id IN ({_marks(ids)})", *ids)}
+            await tx.executemany(sql, rows)
+            added = usage.rollup([r for r in records if r["id"] not in seen and r["id"] not in uncounted])
+            if added:
+                await self._add_usage(tx, added)
+
+    async def _add_usage(self, tx: Conn, added: dict[usage.Group, usage.Counts]) -> None:
+        """Add to the rollups; the caller holds `usage_lock` (each writer adds to what it read)."""
+        hours, keys = sorted({g[0] for g in added}), sorted({g[2] for g in added})
+        sql = (_select("usage_hourly", usage.COLUMNS, f" WHERE hour IN ({_marks(hours)})") +
+               f" AND key_id IN ({_marks(keys, len(hours))})")
+        for row in await tx.fetch(sql, *hours, *keys):
+            group, counts = usage.of_row(row)
+            if group in added:
+                added[group].add(counts)
+        await tx.executemany(usage.UPSERT, [usage.row_values(g, c) for g, c in added.items()])
+
+    async def usage(self, start: datetime, end: datetime, workspace_id: str | None = None,
+                    key_id: str | None = None) -> list[tuple[usage.Group, usage.Counts]]:
+        """The hourly rollups from `start` (inclusive) to `end` (exclusive), optionally of one workspace or key."""
+        where, args = " WHERE hour >= $1 AND hour < $2", [utc(start), utc(end)]
+        for col, value in (("workspace_id", workspace_id), ("key_id", key_id)):
+            if value is not None:
+                args.append(value)
+                where += f" AND {col} = ${len(args)}"
+        rows = await self._all(_select("usage_hourly", usage.COLUMNS, where + " ORDER BY hour"), *args)
+        return [usage.of_row(r) for r in rows]
 
     async def get_decision(self, decision_id: str) -> dict[str, Any] | None:
         row = await self._one("SELECT record FROM decisions WHERE id = $1", decision_id)
