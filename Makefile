@@ -6,16 +6,17 @@ PIP := $(VENV)/bin/pip
 .PHONY: run test generate check bench clean mutate
 
 $(VENV)/.runtime: pyproject.toml
-	python3 -m venv $(VENV)
-	$(PIP) install -q -e .
-	touch $@
+	@python3 -m venv $(VENV)
+	@$(PIP) install -q -e . >&2
+	@touch $@
 
 $(VENV)/.dev: $(VENV)/.runtime pyproject.toml
 	$(PIP) install -q -e '.[dev]'
 	touch $@
 
+# `make run PORT=9000`; recipes are not echoed, so on a fresh store the first key is alone on stdout.
 run: $(VENV)/.runtime
-	$(VENV)/bin/specway serve
+	@$(VENV)/bin/specway serve $(if $(PORT),--port $(PORT))
 
 test: $(VENV)/.dev
 	$(PY) -m generator --check
