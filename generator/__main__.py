@@ -1,5 +1,5 @@
-"""python -m generator [--check]: specs/ -> openapi.json, generated/ (models, config, routes, scopes, paths) and
-docs/configuration.md."""
+"""python -m generator [--check]: specs/ -> openapi.json, generated/ (models, config, routes, scopes, paths),
+docs/configuration.md and docs/api.md."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 from datamodel_code_generator import InputFileType
 
-from generator import codegen, spec
+from generator import codegen, reference, spec
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -31,6 +31,7 @@ def render(root: Path = ROOT) -> dict[Path, str]:
         root / "generated" / "scopes.py": codegen.scopes(spec.scopes(doc, ops)),
         root / "generated" / "paths.py": codegen.paths(spec.path_patterns(doc)),
         root / "docs" / "configuration.md": codegen.configuration_md(config_schema),
+        root / "docs" / "api.md": reference.api_md(doc, codegen.HEADER),
     }
 
 

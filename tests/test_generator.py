@@ -62,7 +62,8 @@ def test_check_fails_with_a_diff_on_a_stale_tree(tmp_path: Path) -> None:
     for name in ("openapi.json", "pyproject.toml"):
         shutil.copy(ROOT / name, tmp_path / name)
     (tmp_path / "docs").mkdir()
-    shutil.copy(ROOT / "docs" / "configuration.md", tmp_path / "docs" / "configuration.md")
+    for doc in ("configuration.md", "api.md"):
+        shutil.copy(ROOT / "docs" / doc, tmp_path / "docs" / doc)
     clean = subprocess.run([sys.executable, "-m", "generator", "--check"], cwd=tmp_path, capture_output=True,
                            text=True, timeout=120, check=False)
     assert clean.returncode == 0, clean.stdout + clean.stderr
@@ -115,7 +116,7 @@ def test_schema_edit_changes_only_models_and_bundle(tmp_path: Path) -> None:
     chat.write_text(yaml.safe_dump(doc, sort_keys=False))
     after = {p.relative_to(root): t for p, t in gen.render(root).items()}
     changed = sorted(str(p) for p in before if before[p] != after[p])
-    assert changed == ["generated/models.py", "openapi.json"]
+    assert changed == ["docs/api.md", "generated/models.py", "openapi.json"]
     assert "user: StrictStr = None" in after[Path("generated/models.py")]
 
 
@@ -207,3 +208,14 @@ def test_a_config_key_with_no_value_is_its_default() -> None:
     assert cfg.server.port == 8080 and cfg.upstreams["e"].timeouts.total == 300
     with pytest.raises(config_mod.ConfigError, match="upstreams.e: Input should be a valid dictionary"):
         config_mod.parse({"upstreams": {"e": None}}, "test")
+
+
+def test_the_api_reference_shows_every_operation_and_schema() -> None:
+    doc = json.loads((ROOT / "openapi.json").read_text())
+    reference = (ROOT / "docs" / "api.md").read_text()
+    for path, item in doc["paths"].items():
+        for method in item:
+            if method in ("get", "post", "put", "patch", "delete"):
+                assert f"### `{method.upper()} {path}`" in reference
+    for name in doc["components"]["schemas"]:
+        assert f"### {name}\n" in reference
