@@ -136,6 +136,24 @@ class StoreSettings(BaseModel):
     """
 
 
+class PoolSettings(BaseModel):
+    """
+    The connections one worker process keeps to an upstream. A call holds one for its whole life (a stream until it ends). A call that finds all `max_connections` in use waits its turn, first come first served, for up to `wait_seconds`. That wait is the gateway's own load, not the upstream's slowness, so it is no part of `timeouts` and never counts toward the upstream's cooldown. When it runs out the request goes on to its next candidate on another upstream; when none is left the caller gets 503 `upstream_busy` with Retry-After.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    max_connections: StrictInt = Field(512, ge=1)
+    """
+    Calls open at once to this upstream, per worker process. Each connection is an open file, as is each caller's; keep the open-file limit (ulimit -n) above the callers' connections plus the sum of every upstream's max_connections.
+    """
+    wait_seconds: StrictFloat = Field(30, ge=0.0)
+    """
+    How long a call may wait for a free connection; 0 never waits. Lower it when this upstream's models have fallbacks elsewhere, to move on to them sooner.
+    """
+
+
 class TimeoutSettings(BaseModel):
     """
     Seconds to connect, between bytes read, and for a whole call (a stream's whole life).
@@ -264,6 +282,10 @@ class UpstreamSettings(BaseModel):
     passthrough: StrictBool = False
     """
     When the caller speaks this upstream's format, also forward the body fields that no format in the spec defines (by default they are dropped, as the API reference says they are ignored).
+    """
+    pool: PoolSettings = Field({}, validate_default=True)
+    """
+    How many calls each worker process may have open to this upstream at once, and how long a call beyond them waits for one to end.
     """
 
 

@@ -30,6 +30,7 @@ class Reply:
     delay: float = 0.0  # seconds before answering
     chunk_delay: float = 0.0  # seconds between stream chunks
     malformed: bool = False  # a body (or, streaming, a second chunk) that is not JSON
+    body: dict[str, Any] | None = None  # a whole answer: this JSON object instead of the dialect's own
     cut_after: int | None = None  # streaming: close the connection after this many chunks, with no terminator
     fail_after: int | None = None  # streaming: after this many chunks send the provider's error event and end
     model: str | None = None  # default: the model asked for

@@ -154,6 +154,8 @@ class FakeUpstream:
         if not body.get("stream"):
             if reply.malformed:
                 return Response(b'{"id": "broken', media_type="application/json", headers=reply.headers)
+            if reply.body is not None:
+                return JSONResponse(reply.body, headers=reply.headers)
             return JSONResponse(WHOLE[dialect](reply, model, usage), headers=reply.headers)
         stream_options = body.get("stream_options") or {}
         include_usage = dialect in ("messages", "responses") or bool(stream_options.get("include_usage"))

@@ -44,6 +44,9 @@ def upstream_failure(err: UpstreamError, upstream: str) -> ApiError:
         return ApiError(504, "upstream_timeout", f"The upstream {upstream} did not answer in time.")
     if err.kind == "connect":
         return ApiError(503, "upstream_unavailable", f"The upstream {upstream} could not be reached.")
+    if err.kind == "busy":
+        return ApiError(503, "upstream_busy", f"The upstream {upstream} is busy: every connection the gateway may "
+                        "open to it is in use. Retry shortly.", headers=retry)
     if err.status in (401, 403):
         return ApiError(502, "upstream_auth_failed", f"The upstream {upstream} rejected the gateway's credentials.")
     if err.status == 429:
@@ -145,26 +148,36 @@ async def _settle(gw: gateway.Gateway, plan: Plan, trace: Trace, hold: Hold, mod
 
 async def attempt(gw: gateway.Gateway, plan: Plan, trace: Trace,
                    call: Callable[[Upstream, Model], Awaitable[T]]) -> tuple[T, Model]:
-    """Try each runnable candidate in order until one answers; retryable failures fall through to the next.
-    Returns the answer and the model that gave it."""
-    candidates = plan.runnable()
-    for i, cand in enumerate(candidates):
+    """Try each runnable candidate in order until one answers. Any failure but the caller's own falls through to the
+    next (UpstreamError.falls_back); only an upstream's transient failures count toward its cooldown (trips_cooldown).
+    An upstream whose pool was full is not waited on twice for one request. Returns the answer and the model that
+    gave it; when every candidate failed, the last failure is the caller's answer."""
+    failed: tuple[UpstreamError, str] | None = None
+    busy: set[str] | None = None  # made only once a pool was found full
+    for cand in plan.runnable():
         upstream = gw.upstreams[cand.model.upstream]
         started = time.perf_counter()
         try:
+            if busy and upstream.name in busy:
+                raise UpstreamError("busy", f"upstream {upstream.name} had no free connection a moment ago; not "
+                                    "waited on again for this request", retry_after=1.0)
             answer = await call(upstream, cand.model)
         except UpstreamError as err:
             trace.attempted(cand.model, started, err.status, err.kind, err.message)
-            if err.retryable:
-                if await gw.cooldowns.failed(upstream.name):
-                    metrics.COOLDOWNS.labels(upstream.name).inc()
-                if i + 1 < len(candidates):
-                    continue
-            raise upstream_failure(err, upstream.name) from None
+            if err.trips_cooldown and await gw.cooldowns.failed(upstream.name):
+                metrics.COOLDOWNS.labels(upstream.name).inc()
+            if not err.falls_back:
+                raise upstream_failure(err, upstream.name) from None
+            if err.kind == "busy":
+                busy = (busy or set()) | {upstream.name}
+            failed = err, upstream.name
+            continue
         await gw.cooldowns.succeeded(upstream.name)
         trace.attempted(cand.model, started, 200)
         trace.answered = cand.model
         return answer, cand.model
+    if failed is not None:
+        raise upstream_failure(*failed) from None
     raise ApiError(503, "no_upstream_available", "No upstream could take the request.")
 
 

@@ -9,8 +9,8 @@ import httpx
 from handlers.inference.canonical import Request
 from handlers.inference.formats import messages
 from handlers.inference.formats.base import Traits, UpstreamOptions
-from handlers.inference.upstreams.base import PLAIN, Sizes, Timeouts
-from handlers.inference.upstreams.http import DEFAULT_SIZES, DEFAULT_TIMEOUTS, HttpUpstream
+from handlers.inference.upstreams.base import PLAIN, Pool, Sizes, Timeouts
+from handlers.inference.upstreams.http import DEFAULT_POOL, DEFAULT_SIZES, DEFAULT_TIMEOUTS, HttpUpstream
 
 # The fields of a Messages body that Anthropic's count_tokens defines (its own and its beta params); the others only
 # steer generation (max_tokens, temperature, metadata, container ...), change no count, and it refuses them.
@@ -34,6 +34,7 @@ class AnthropicUpstream(HttpUpstream):
         headers: Mapping[str, str] | None = None,
         timeouts: Timeouts = DEFAULT_TIMEOUTS,
         sizes: Sizes = DEFAULT_SIZES,
+        pool: Pool = DEFAULT_POOL,
         default_max_tokens: int = 4096,
         passthrough: bool = False,
         anthropic_version: str = "2023-06-01",
@@ -42,7 +43,7 @@ class AnthropicUpstream(HttpUpstream):
         self.anthropic_version = anthropic_version
         options = UpstreamOptions(default_max_tokens=default_max_tokens, passthrough=passthrough)
         super().__init__(name, base_url=base_url, api_key=api_key, headers=headers, timeouts=timeouts, sizes=sizes,
-                         options=options, transport=transport)
+                         pool=pool, options=options, transport=transport)
 
     def auth_headers(self, api_key: str) -> dict[str, str]:
         return {"x-api-key": api_key}

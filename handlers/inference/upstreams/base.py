@@ -12,7 +12,8 @@ from handlers.inference.formats.base import Traits
 
 PLAIN = Traits()  # a model the catalog says nothing special of
 
-FailureKind = Literal["timeout", "connect", "status", "protocol"]
+# busy: every connection of the upstream's pool stayed in use for pool.wait_seconds (the gateway's own load)
+FailureKind = Literal["timeout", "connect", "busy", "status", "protocol"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +29,15 @@ class Sizes:
 
     answer: int = 16 * 1024 * 1024
     event: int = 8 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Pool:
+    """How many calls one upstream may have open at once in this process (each holds a connection for its whole
+    life, a stream until it ends), and how long a call beyond them waits for one to end before it fails as busy."""
+
+    max_connections: int = 512
+    wait_seconds: float = 30.0
 
 
 class UpstreamError(Exception):
@@ -50,10 +60,23 @@ class UpstreamError(Exception):
 
     @property
     def retryable(self) -> bool:
-        """Worth trying the next candidate: timeouts, refused connections, 429 and 5xx."""
-        if self.kind in ("timeout", "connect"):
+        """Transient: the same call may succeed later (timeouts, refused connections, a full pool, 429 and 5xx)."""
+        if self.kind in ("timeout", "connect", "busy"):
             return True
         return self.kind == "status" and self.status is not None and (self.status == 429 or self.status >= 500)
+
+    @property
+    def falls_back(self) -> bool:
+        """Worth the request's next candidate: anything but the caller's fault. A broken credential (401/403) or an
+        answer that cannot be read belongs to this one upstream; another may answer."""
+        return not self.caller_fault
+
+    @property
+    def trips_cooldown(self) -> bool:
+        """Counts toward the upstream's cooldown: its transient failures only. A full pool is the gateway's own load,
+        not the upstream's; a 401/403 or an unreadable answer may be one model's or one request's, and no caller may
+        cool an upstream down for everyone."""
+        return self.retryable and self.kind != "busy"
 
 
 class Upstream(abc.ABC):

@@ -22,15 +22,21 @@ from httpx_aiohttp import AiohttpTransport, HttpxAiohttpClient
 from handlers.inference.canonical import Event, Format, Request, Result
 from handlers.inference.formats.base import Traits, UpstreamFault, UpstreamFormat, UpstreamOptions
 from handlers.inference.formats.common import json_object
-from handlers.inference.upstreams.base import PLAIN, FailureKind, Sizes, Timeouts, Upstream, UpstreamError
+from handlers.inference.upstreams.base import PLAIN, FailureKind, Pool, Sizes, Timeouts, Upstream, UpstreamError
 
 T = TypeVar("T")
 
 DEFAULT_TIMEOUTS = Timeouts()  # frozen, so one shared default is safe
 DEFAULT_SIZES = Sizes()
+DEFAULT_POOL = Pool()
 DEFAULT_OPTIONS = UpstreamOptions()
 USER_AGENT = "specway"
-LIMITS = httpx.Limits(max_connections=512, max_keepalive_connections=64, keepalive_expiry=30.0)
+# httpx-aiohttp hands max_connections to aiohttp's connector as its `limit` (0: none) and httpx's pool timeout to
+# aiohttp's `connect` timeout, which spans the wait for a free connection as well as connecting: a full pool then
+# looked like an upstream that timed out. So aiohttp has no limit, and HttpUpstream bounds its calls itself (Pool).
+# (aiohttp ignores max_keepalive_connections: idle connections close after keepalive_expiry.)
+LIMITS = httpx.Limits(max_connections=0, keepalive_expiry=30.0)
+_BUSY_RETRY = 1.0  # seconds a caller turned away by a full pool is told to wait: connections free up as calls end
 _MAX_DETAIL = 1000  # characters of an upstream's error message we pass on
 _JSON = {"content-type": "application/json"}
 
@@ -78,7 +84,8 @@ def make_client(
     timeouts: Timeouts,
     transport: httpx.AsyncBaseTransport | None = None,
 ) -> httpx.AsyncClient:
-    """One pooled keep-alive client per upstream; `total` is enforced per call by HttpUpstream, not here."""
+    """One pooled keep-alive client per upstream; `total` and the pool's bound are enforced per call by HttpUpstream,
+    not here (the pool timeout given aiohttp only bounds connecting, since it never waits for a connection)."""
     return HttpxAiohttpClient(
         base_url=base_url,
         headers={"user-agent": USER_AGENT, **headers},
@@ -218,7 +225,8 @@ class HttpUpstream(Upstream):
     """Base for kinds that speak a wire format over HTTP: one client, the total deadline, failures as UpstreamError.
 
     A kind sets `format` and `path` and says how it presents its key; `headers` are added to (and may override) the
-    kind's own; `transport` replaces aiohttp, for tests.
+    kind's own; `transport` replaces aiohttp, for tests. Each call holds one of `pool.max_connections` slots from
+    before it connects until its answer is closed; the wait for one is no part of `timeouts`.
     """
 
     format: UpstreamFormat
@@ -234,13 +242,18 @@ class HttpUpstream(Upstream):
         headers: Mapping[str, str] | None = None,
         timeouts: Timeouts = DEFAULT_TIMEOUTS,
         sizes: Sizes = DEFAULT_SIZES,
+        pool: Pool = DEFAULT_POOL,
         options: UpstreamOptions = DEFAULT_OPTIONS,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         super().__init__(name)
         self.timeouts = timeouts
         self.sizes = sizes
+        self.pool = pool
         self.options = options
+        self._slots = asyncio.Semaphore(pool.max_connections)
+        self._busy = (f"upstream {name} had all {pool.max_connections} of its connections in use for "
+                      f"{pool.wait_seconds:g} s (pool.max_connections, pool.wait_seconds)")
         self._secret = api_key
         own = {**self.kind_headers(), **(self.auth_headers(api_key) if api_key else {})}
         self._client = make_client(base_url, headers={**own, **(headers or {})}, timeouts=timeouts, transport=transport)
@@ -286,6 +299,13 @@ class HttpUpstream(Upstream):
 
     async def post_json(self, path: str, body: dict[str, Any], headers: Mapping[str, str] = _JSON) -> dict[str, Any]:
         """POST a JSON body and return the JSON answer; any failure is an UpstreamError."""
+        await self._take_slot()
+        try:
+            return await self._post_json(path, body, headers)
+        finally:
+            self._slots.release()
+
+    async def _post_json(self, path: str, body: dict[str, Any], headers: Mapping[str, str]) -> dict[str, Any]:
         with self._failures():
             async with asyncio.timeout(self.timeouts.total):
                 request = self._client.build_request("POST", self._url(path), content=orjson.dumps(body),
@@ -305,16 +325,33 @@ class HttpUpstream(Upstream):
     async def stream_sse(self, path: str, body: dict[str, Any], headers: Mapping[str, str] = _JSON
                          ) -> AsyncIterator[SseEvent]:
         """POST a JSON body and yield the answer's server-sent events. Closing this closes the connection."""
-        deadline = asyncio.get_running_loop().time() + self.timeouts.total
-        async with contextlib.AsyncExitStack() as stack:
-            request = self._client.stream("POST", self._url(path), content=orjson.dumps(body), headers=headers)
-            response = await self._by(deadline, stack.enter_async_context(request))
-            if not response.is_success:
-                raise self._status_error(response, await self._by(deadline, response.aread()))
-            events = await stack.enter_async_context(contextlib.aclosing(iter_sse(response, self.sizes)))
-            # The deadline wraps each read, never a yield: a timeout scope must not span the consumer's code.
-            while (event := await self._by(deadline, anext(events, None))) is not None:
-                yield event
+        await self._take_slot()
+        try:
+            deadline = asyncio.get_running_loop().time() + self.timeouts.total
+            async with contextlib.AsyncExitStack() as stack:
+                request = self._client.stream("POST", self._url(path), content=orjson.dumps(body), headers=headers)
+                response = await self._by(deadline, stack.enter_async_context(request))
+                if not response.is_success:
+                    raise self._status_error(response, await self._by(deadline, response.aread()))
+                events = await stack.enter_async_context(contextlib.aclosing(iter_sse(response, self.sizes)))
+                # The deadline wraps each read, never a yield: a timeout scope must not span the consumer's code.
+                while (event := await self._by(deadline, anext(events, None))) is not None:
+                    yield event
+        finally:
+            self._slots.release()
+
+    async def _take_slot(self) -> None:
+        """One of the pool's slots, waiting up to pool.wait_seconds for a call to give one back; else UpstreamError
+        "busy". The wait is this process's load, not the upstream's slowness: it is no part of the upstream's
+        timeouts and never counts toward its cooldown."""
+        if not self._slots.locked():
+            await self._slots.acquire()  # a free slot: taken at once, nothing allocated
+            return
+        try:
+            async with asyncio.timeout(self.pool.wait_seconds):
+                await self._slots.acquire()
+        except TimeoutError:
+            raise UpstreamError("busy", self._busy, retry_after=_BUSY_RETRY) from None
 
     async def _read(self, response: httpx.Response) -> bytes:
         """The whole body, at most `sizes.answer` bytes of it (a declared length past that is not read at all)."""

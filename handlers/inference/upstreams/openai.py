@@ -10,7 +10,7 @@ class OpenAIUpstream(HttpUpstream):
     """Any OpenAI-compatible Chat Completions server; base_url includes /v1.
 
     Takes HttpUpstream's arguments: (name, *, base_url, api_key=None, headers=None, timeouts=Timeouts(),
-    options=UpstreamOptions(), transport=None).
+    sizes=Sizes(), pool=Pool(), options=UpstreamOptions(), transport=None).
     """
 
     kind = "openai"
