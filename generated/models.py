@@ -63,8 +63,15 @@ class CreditAdd(StrictModel):
     amount: Money
 
 
-class Scope(RootModel[Literal["inference", "models:read", "key:read", "explain:read", "admin"]]):
-    root: Literal["inference", "models:read", "key:read", "explain:read", "admin"]
+class Scope(RootModel[Literal["inference", "models:read", "key:read", "explain:read", "workspace:admin", "admin"]]):
+    root: Literal["inference", "models:read", "key:read", "explain:read", "workspace:admin", "admin"]
+    """
+    What a relay key may do. `workspace:admin` administers the key's own workspace: its keys, their limits and
+    budgets, and the workspace's name; it grants only scopes the calling key holds, and changes or revokes only keys
+    whose scopes are all among them. `admin` is the operator's scope: every workspace, credit, and any scope; it also
+    grants `workspace:admin`.
+
+    """
 
 
 class KeyLimitsInput(StrictModel):
@@ -496,11 +503,11 @@ class KeyCreate(StrictModel):
     """
     workspace_id: StrictStr = None
     """
-    Default, the calling admin key's workspace.
+    Default, the calling admin key's workspace. A `workspace:admin` key can name only its own.
     """
     scopes: list[Scope] = Field(["inference", "models:read", "key:read", "explain:read"], validate_default=True)
     """
-    The scopes of the new key.
+    The scopes of the new key; only scopes the calling key holds (`admin` may grant any). Absent, the default scopes the calling key holds.
     """
     models: list[StrictStr] | None = None
     """
@@ -516,7 +523,7 @@ class KeyCreate(StrictModel):
 
 class KeyUpdate(StrictModel):
     """
-    Only the fields given change.
+    Only the fields given change. Through the API a key may change only the name of its own key.
     """
 
     model_config = ConfigDict(
@@ -527,6 +534,9 @@ class KeyUpdate(StrictModel):
     For people to read; no control characters.
     """
     scopes: list[Scope] = None
+    """
+    Only scopes the calling key holds (`admin` may grant any).
+    """
     models: list[StrictStr] | None = None
     policy: StrictStr | None = None
     expires_at: AwareDatetime | None = None

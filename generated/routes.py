@@ -35,7 +35,7 @@ async def create_chat_completion():
 
 
 async def create_key():
-    principal = await glue.authenticate(request, "admin")
+    principal = await glue.authenticate(request, "workspace:admin")
     body = await glue.parse_body(request, models.KeyCreate)
     return await admin.create_key(principal, body)
 
@@ -67,7 +67,7 @@ async def explain_decision(decision_id):
 
 
 async def get_admin_key(key_id):
-    principal = await glue.authenticate(request, "admin")
+    principal = await glue.authenticate(request, "workspace:admin")
     return await admin.get_admin_key(principal, key_id)
 
 
@@ -87,7 +87,7 @@ async def get_usage(start=None, end=None, bucket=None, group_by=None, key_id=Non
 
 
 async def get_workspace(workspace_id):
-    principal = await glue.authenticate(request, "admin")
+    principal = await glue.authenticate(request, "workspace:admin")
     return await admin.get_workspace(principal, workspace_id)
 
 
@@ -97,7 +97,7 @@ async def healthz():
 
 
 async def list_keys(workspace_id=None):
-    principal = await glue.authenticate(request, "admin")
+    principal = await glue.authenticate(request, "workspace:admin")
     return await admin.list_keys(principal, workspace_id)
 
 
@@ -107,7 +107,7 @@ async def list_models(after_id=None, before_id=None, limit=None):
 
 
 async def list_workspaces():
-    principal = await glue.authenticate(request, "admin")
+    principal = await glue.authenticate(request, "workspace:admin")
     return await admin.list_workspaces(principal)
 
 
@@ -122,7 +122,7 @@ async def readyz():
 
 
 async def revoke_key(key_id):
-    principal = await glue.authenticate(request, "admin")
+    principal = await glue.authenticate(request, "workspace:admin")
     return await admin.revoke_key(principal, key_id)
 
 
@@ -132,12 +132,12 @@ async def revoke_workspace(workspace_id):
 
 
 async def update_key(key_id):
-    principal = await glue.authenticate(request, "admin")
+    principal = await glue.authenticate(request, "workspace:admin")
     body = await glue.parse_body(request, models.KeyUpdate)
     return await admin.update_key(principal, body, key_id)
 
 
 async def update_workspace(workspace_id):
-    principal = await glue.authenticate(request, "admin")
+    principal = await glue.authenticate(request, "workspace:admin")
     body = await glue.parse_body(request, models.WorkspaceUpdate)
     return await admin.update_workspace(principal, body, workspace_id)

@@ -1,7 +1,8 @@
 """Workspaces and keys, as the admin API and the CLI both manage them (one implementation, two doors).
 
 Both doors pass in the generated request models (KeyCreate, KeyUpdate, WorkspaceCreate, ...) and get back the
-generated response models (Key, KeyCreated, Workspace).
+generated response models (Key, KeyCreated, Workspace). The API passes the calling key's Authority too (who may
+administer what: handlers/administration/tenancy.py); the CLI leaves it at OPERATOR.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from decimal import Decimal
 from typing import Any
 
 from generated import models as api
+from generated.scopes import DEFAULT_SCOPES
+from handlers.administration.tenancy import OPERATOR, Authority
 from handlers.errors import ApiError, not_found
 from handlers.inference.catalog import Catalog
 from handlers.store.base import Key, Limits, Store, Workspace
@@ -48,25 +51,47 @@ def key_out(key: Key) -> api.Key:
     )
 
 
-async def workspace(store: Store, workspace_id: str) -> Workspace:
-    ws = await store.get_workspace(workspace_id)
+async def workspace(store: Store, workspace_id: str, actor: Authority = OPERATOR) -> Workspace:
+    """The workspace, or 404; one the actor does not administer is answered as if it did not exist."""
+    ws = await store.get_workspace(workspace_id) if actor.sees(workspace_id) else None
     if ws is None:
         raise not_found(f"No workspace {workspace_id!r}.", code="workspace_not_found")
     return ws
 
 
-def _key_found(found: Key | None, key_id: str) -> Key:
-    if found is None:
+def _key_found(found: Key | None, key_id: str, actor: Authority = OPERATOR) -> Key:
+    if found is None or not actor.sees(found.workspace_id):
         raise not_found(f"No key {key_id!r}.", code="key_not_found")
     return found
 
 
-async def key(store: Store, key_id: str) -> Key:
-    return _key_found(await store.get_key(key_id), key_id)
+async def key(store: Store, key_id: str, actor: Authority = OPERATOR) -> Key:
+    return _key_found(await store.get_key(key_id), key_id, actor)
 
 
-def scopes(values: list[api.Scope]) -> tuple[str, ...]:
+async def list_workspaces(store: Store, actor: Authority = OPERATOR) -> list[Workspace]:
+    if actor.workspace_id is None:
+        return await store.list_workspaces()
+    own = await store.get_workspace(actor.workspace_id)
+    return [] if own is None else [own]
+
+
+async def list_keys(store: Store, workspace_id: str | None, actor: Authority = OPERATOR) -> list[Key]:
+    """The keys the actor administers, of one workspace if given (another's or an unknown one: none)."""
+    if workspace_id is not None and not actor.sees(workspace_id):
+        return []
+    return await store.list_keys(actor.workspace_id if workspace_id is None else workspace_id)
+
+
+def scopes(values: list[api.Scope], actor: Authority = OPERATOR) -> tuple[str, ...]:
+    actor.check_grants((s.root for s in values), "scopes")
     return tuple(dict.fromkeys(s.root for s in values))  # in order, once each
+
+
+def _new_key_scopes(body: api.KeyCreate, actor: Authority) -> tuple[str, ...]:
+    if "scopes" in body.model_fields_set:
+        return scopes(body.scopes, actor)
+    return tuple(s for s in DEFAULT_SCOPES if actor.may_grant(s))  # the defaults the actor holds
 
 
 def models(catalog: Catalog, values: list[str] | None) -> tuple[str, ...] | None:
@@ -101,21 +126,24 @@ def limits(given: api.KeyLimitsInput | None, current: Limits | None = None) -> L
 
 
 async def create_key(store: Store, catalog: Catalog, policies: Mapping[str, object], body: api.KeyCreate,
-                     default_workspace: str) -> api.KeyCreated:
-    ws = await workspace(store, body.workspace_id or default_workspace)
+                     default_workspace: str, actor: Authority = OPERATOR) -> api.KeyCreated:
+    ws = await workspace(store, body.workspace_id or default_workspace, actor)
     key, secret = await store.create_key(
-        ws.id, body.name, scopes(body.scopes), models=models(catalog, body.models),
+        ws.id, body.name, _new_key_scopes(body, actor), models=models(catalog, body.models),
         policy=policy(policies, body.policy), expires_at=body.expires_at, limits=limits(body.limits),
     )
     return api.KeyCreated(**key_out(key).model_dump(), secret=secret)
 
 
 async def update_key(store: Store, catalog: Catalog, policies: Mapping[str, object], key_id: str,
-                     body: api.KeyUpdate) -> api.Key:
+                     body: api.KeyUpdate, actor: Authority = OPERATOR) -> api.Key:
     """Change only the fields the body gives."""
-    current = await key(store, key_id)
+    current = await key(store, key_id, actor)
+    actor.check_manages(current)
+    actor.check_not_self(key_id, body.model_fields_set)
     checks: dict[str, Callable[[], Any]] = {
-        "name": lambda: body.name, "scopes": lambda: scopes(body.scopes), "models": lambda: models(catalog, body.models),
+        "name": lambda: body.name, "scopes": lambda: scopes(body.scopes, actor),
+        "models": lambda: models(catalog, body.models),
         "policy": lambda: policy(policies, body.policy), "expires_at": lambda: body.expires_at,
         "limits": lambda: limits(body.limits, current.limits),
     }
@@ -125,7 +153,11 @@ async def update_key(store: Store, catalog: Catalog, policies: Mapping[str, obje
     return key_out(current)
 
 
-async def revoke_key(store: Store, key_id: str) -> api.Key:
+async def revoke_key(store: Store, key_id: str, actor: Authority = OPERATOR) -> api.Key:
+    if actor.caller is not None:
+        target = await key(store, key_id, actor)
+        actor.check_manages(target)
+        actor.check_not_self(key_id)
     return key_out(_key_found(await store.revoke_key(key_id), key_id))
 
 
@@ -134,8 +166,9 @@ async def create_workspace(store: Store, body: api.WorkspaceCreate) -> api.Works
     return workspace_out(await store.create_workspace(body.name, credit))
 
 
-async def rename_workspace(store: Store, workspace_id: str, body: api.WorkspaceUpdate) -> api.Workspace:
-    await workspace(store, workspace_id)
+async def rename_workspace(store: Store, workspace_id: str, body: api.WorkspaceUpdate,
+                           actor: Authority = OPERATOR) -> api.Workspace:
+    await workspace(store, workspace_id, actor)
     ws = await store.rename_workspace(workspace_id, body.name)
     return workspace_out(ws or await workspace(store, workspace_id))
 
@@ -146,9 +179,11 @@ async def add_credit(store: Store, workspace_id: str, body: api.CreditAdd) -> ap
     return workspace_out(ws or await workspace(store, workspace_id))
 
 
-async def revoke_workspace(store: Store, workspace_id: str) -> tuple[api.Workspace, list[api.Key]]:
+async def revoke_workspace(store: Store, workspace_id: str,
+                           actor: Authority = OPERATOR) -> tuple[api.Workspace, list[api.Key]]:
     """Revoke every key of the workspace; it stays, with its credit and history, for the record."""
-    ws = await workspace(store, workspace_id)
+    ws = await workspace(store, workspace_id, actor)
+    actor.check_not_own_workspace(ws.id)
     revoked = [await revoke_key(store, k.id) for k in await store.list_keys(workspace_id) if k.revoked_at is None]
     return workspace_out(ws), revoked
 

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from handlers.administration.tenancy import holds, lacks_message
 from handlers.errors import ApiError, StoreUnavailable
 from handlers.periodic import Periodic
 from handlers.store.base import Key, Outage, Store, hash_secret
@@ -87,8 +88,8 @@ class KeyCache:
         key = await self.lookup(secret)
         if key is None or not key.active(datetime.now(UTC)):
             raise ApiError(401, "invalid_api_key", "The relay key is not valid: unknown, revoked or expired.")
-        if scope not in key.scopes:
-            raise ApiError(403, "insufficient_scope", f"This key lacks the '{scope}' scope needed here.")
+        if not holds(key.scopes, scope):
+            raise ApiError(403, "insufficient_scope", lacks_message(scope))
         return Principal(key)
 
     def forget(self, key_id: str) -> None:

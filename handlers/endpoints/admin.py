@@ -1,4 +1,7 @@
-"""The admin API (scope `admin`): workspaces, credit and relay keys."""
+"""The admin API: workspaces, credit and relay keys, for `admin` (every workspace) and `workspace:admin` (its own).
+
+Who may reach what is decided in handlers/administration (accounts and tenancy), from the calling key's Authority.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ from generated import models
 from handlers import gateway
 from handlers.administration import accounts as admin
 from handlers.administration.auth import Principal
+from handlers.administration.tenancy import Authority
 from handlers.edge.responses import json_response
 
 
@@ -15,9 +19,13 @@ def _reply(model: models.StrictModel, status: int = 200) -> Response:
     return json_response(model.model_dump(), status=status)
 
 
+def _actor(principal: Principal) -> Authority:
+    return Authority(principal.key)
+
+
 async def list_workspaces(principal: Principal) -> Response:
     await gateway.current().ledger.write_now()
-    workspaces = await gateway.current().store.list_workspaces()
+    workspaces = await admin.list_workspaces(gateway.current().store, _actor(principal))
     return _reply(models.WorkspaceList(object="list", data=[admin.workspace_out(w) for w in workspaces]))
 
 
@@ -27,16 +35,17 @@ async def create_workspace(principal: Principal, body: models.WorkspaceCreate) -
 
 async def get_workspace(principal: Principal, workspace_id: str) -> Response:
     await gateway.current().ledger.write_now()
-    return _reply(admin.workspace_out(await admin.workspace(gateway.current().store, workspace_id)))
+    ws = await admin.workspace(gateway.current().store, workspace_id, _actor(principal))
+    return _reply(admin.workspace_out(ws))
 
 
 async def update_workspace(principal: Principal, body: models.WorkspaceUpdate, workspace_id: str) -> Response:
-    return _reply(await admin.rename_workspace(gateway.current().store, workspace_id, body))
+    return _reply(await admin.rename_workspace(gateway.current().store, workspace_id, body, _actor(principal)))
 
 
 async def revoke_workspace(principal: Principal, workspace_id: str) -> Response:
     gw = gateway.current()
-    ws, revoked = await admin.revoke_workspace(gw.store, workspace_id)
+    ws, revoked = await admin.revoke_workspace(gw.store, workspace_id, _actor(principal))
     for key in revoked:
         gw.keys.forget(key.id)
     return _reply(ws)
@@ -48,30 +57,31 @@ async def add_credit(principal: Principal, body: models.CreditAdd, workspace_id:
 
 async def list_keys(principal: Principal, workspace_id: str | None = None) -> Response:
     await gateway.current().ledger.write_now()
-    keys = await gateway.current().store.list_keys(workspace_id)
+    keys = await admin.list_keys(gateway.current().store, workspace_id, _actor(principal))
     return _reply(models.KeyList(object="list", data=[admin.key_out(k) for k in keys]))
 
 
 async def create_key(principal: Principal, body: models.KeyCreate) -> Response:
     gw = gateway.current()
-    created = await admin.create_key(gw.store, gw.catalog, gw.config.policies, body, principal.workspace_id)
+    created = await admin.create_key(gw.store, gw.catalog, gw.config.policies, body, principal.workspace_id,
+                                     _actor(principal))
     return _reply(created, status=201)
 
 
 async def get_admin_key(principal: Principal, key_id: str) -> Response:
     await gateway.current().ledger.write_now()
-    return _reply(admin.key_out(await admin.key(gateway.current().store, key_id)))
+    return _reply(admin.key_out(await admin.key(gateway.current().store, key_id, _actor(principal))))
 
 
 async def update_key(principal: Principal, body: models.KeyUpdate, key_id: str) -> Response:
     gw = gateway.current()
-    key = await admin.update_key(gw.store, gw.catalog, gw.config.policies, key_id, body)
+    key = await admin.update_key(gw.store, gw.catalog, gw.config.policies, key_id, body, _actor(principal))
     gw.keys.forget(key.id)
     return _reply(key)
 
 
 async def revoke_key(principal: Principal, key_id: str) -> Response:
     gw = gateway.current()
-    key = await admin.revoke_key(gw.store, key_id)
+    key = await admin.revoke_key(gw.store, key_id, _actor(principal))
     gw.keys.forget(key.id)
     return _reply(key)
