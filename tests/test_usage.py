@@ -3,6 +3,9 @@ what its scopes allow; a record written twice is counted once (both stores)."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -11,6 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
+import yaml
 
 from handlers.store.sqlbase import SQLStore
 from tests.conftest import Live, serve
@@ -136,3 +140,34 @@ async def test_a_record_written_twice_is_counted_once(store: SQLStore) -> None:
     assert (ten.requests, ten.errors, ten.input_tokens, ten.output_tokens, ten.cached_input_tokens) == (2, 1, 20, 10, 4)
     assert ten.cost == Decimal("0.000250")
     assert await store.usage(at + timedelta(hours=2), at + timedelta(hours=3)) == []
+
+
+def _cli(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "handlers.cli", "--config", str(config), *args],
+                          capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_the_cli_reads_the_same_rollups_and_every_list_and_show_has_json(tmp_path: Path) -> None:
+    config = tmp_path / "specway.yaml"
+    config.write_text(yaml.safe_dump({**CONFIG, "store": {"url": f"sqlite:///{tmp_path / 'cli.db'}"}}))
+    with serve(yaml.safe_load(config.read_text()), tmp_path) as live:
+        live.run(live.gateway.store.add_credit(live.workspace_id, Decimal(100)))
+        key = live.create_key(scopes=("inference",))
+        assert chat(live, key, "acme/paid").status_code == 200 and chat(live, key, "acme/free").status_code == 200
+        api = usage(live, live.key, group_by="model").json()
+    table = _cli(config, "usage", "--group-by", "model")
+    assert table.returncode == 0, table.stderr
+    lines = [line.split("\t") for line in table.stdout.splitlines()]
+    assert lines[0][:3] == ["start", "model", "requests"]
+    assert sorted(row[1] for row in lines[1:-1]) == ["acme/free", "acme/paid"] and lines[-1][0] == "total"
+    as_json = _cli(config, "usage", "--group-by", "model", "--json")
+    assert json.loads(as_json.stdout)["totals"] == api["totals"]
+    refused = _cli(config, "usage", "--group-by", "colour")
+    assert refused.returncode == 2 and "group_by" in refused.stderr and "Traceback" not in refused.stderr
+
+    keys = json.loads(_cli(config, "keys", "list", "--json").stdout)
+    assert {k["object"] for k in keys} == {"key"} and all("secret" not in k for k in keys)
+    shown = json.loads(_cli(config, "keys", "show", keys[0]["id"]).stdout)
+    assert shown["id"] == keys[0]["id"] and shown["spend"]["total"]
+    assert _cli(config, "keys", "show", "key_nope").returncode == 2
+    assert json.loads(_cli(config, "workspaces", "list", "--json").stdout)[0]["object"] == "workspace"

@@ -98,7 +98,9 @@ def run(args: argparse.Namespace, fn: Action) -> int:
     return 0
 
 
-def _plain(result: pydantic.BaseModel | list[pydantic.BaseModel]) -> Any:
+def _plain(result: pydantic.BaseModel | list[pydantic.BaseModel] | dict[str, Any]) -> Any:
+    if isinstance(result, dict):
+        return result
     return [r.model_dump() for r in result] if isinstance(result, list) else result.model_dump()
 
 
@@ -113,18 +115,44 @@ def cmd_keys(args: argparse.Namespace) -> int:
         body = _key_body(args, models.KeyUpdate)
         return await admin.update_key(store, Catalog.from_config(cfg), cfg.policies, args.key_id, body)
 
-    async def listing(store: Store, cfg: Config) -> str:
+    async def listing(store: Store, cfg: Config) -> str | list[models.Key]:
+        keys = await store.list_keys(args.workspace)
+        if args.json:
+            return [admin.key_out(k) for k in keys]
         rows = ["id\tname\thint\tscopes\tstate\tworkspace"]
-        for k in await store.list_keys(args.workspace):
+        for k in keys:
             state = "revoked" if k.revoked_at else "active"
             rows.append("\t".join((k.id, k.name, k.hint, ",".join(k.scopes), state, k.workspace_id)))
         return "\n".join(rows)
 
+    async def show(store: Store, cfg: Config) -> models.Key:
+        return admin.key_out(await admin.key(store, args.key_id))
+
     async def revoke(store: Store, cfg: Config) -> str:
         return f"revoked {(await admin.revoke_key(store, args.key_id)).id}"
 
-    actions: dict[str, Action] = {"create": create, "update": update, "list": listing, "revoke": revoke}
+    actions: dict[str, Action] = {"create": create, "update": update, "list": listing, "show": show, "revoke": revoke}
     return run(args, actions[args.action])
+
+
+def cmd_usage(args: argparse.Namespace) -> int:
+    """The operator's GET /v1/usage: every workspace, read from the same rollups."""
+    from handlers.endpoints.usage import dimensions, time_range
+    from handlers.observability.usage import report
+
+    async def show(store: Store, cfg: Config) -> str | dict[str, Any]:
+        since, until = time_range(args.start, args.end)
+        dims = dimensions(args.group_by)
+        found = report(await store.usage(since, until, args.workspace, args.key), since, until, args.bucket, dims)
+        if args.json:
+            return found
+        names = [{"key": "key_id", "workspace": "workspace_id"}.get(d, d) for d in dims]
+        head = ["start", *names, "requests", "errors", "input_tokens", "output_tokens", "cached_input_tokens", "cost"]
+        rows = [[str(row[c]) for c in head] for row in found["data"]]
+        rows.append(["total", *[""] * len(names), *(str(found["totals"][c]) for c in head[len(names) + 1:])])
+        return "\n".join("\t".join(r) for r in [head, *rows])
+
+    return run(args, show)
 
 
 def cmd_workspaces(args: argparse.Namespace) -> int:
@@ -169,8 +197,12 @@ def add_parsers(sub: Any) -> None:
     ku = ksub.add_parser("update", help="change a key (only the options given)")
     ku.add_argument("key_id")
     _key_options(ku, create=False)
-    kl = ksub.add_parser("list", help="list keys (never their secrets)")
+    kl = ksub.add_parser("list", help="list keys (never their secrets): a table, or JSON with --json")
     kl.add_argument("--workspace")
+    kl.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    ks = ksub.add_parser("show", help="one key as JSON (never its secret)")
+    ks.add_argument("key_id")
+    ks.add_argument("--json", action="store_true", help="JSON (the default: accepted for symmetry)")
     kr = ksub.add_parser("revoke", help="revoke a key by id")
     kr.add_argument("key_id")
     k.set_defaults(fn=cmd_keys)
@@ -179,10 +211,20 @@ def add_parsers(sub: Any) -> None:
     wc = wsub.add_parser("create", help="create a workspace")
     wc.add_argument("--name", required=True)
     wc.add_argument("--credit", default="0")
-    wsub.add_parser("list", help="list workspaces")
+    wl = wsub.add_parser("list", help="list workspaces, as JSON")
+    wl.add_argument("--json", action="store_true", help="JSON (the default: accepted for symmetry)")
     wa = wsub.add_parser("credit", help="add credit to a workspace")
     wa.add_argument("workspace_id")
     wa.add_argument("amount")
     wr = wsub.add_parser("revoke", help="revoke every key of a workspace")
     wr.add_argument("workspace_id")
     w.set_defaults(fn=cmd_workspaces)
+    u = sub.add_parser("usage", help="requests, tokens, cost and errors over a time range (every workspace)")
+    u.add_argument("--start", help="ISO 8601 (default: a day before --end)")
+    u.add_argument("--end", help="ISO 8601 (default: now)")
+    u.add_argument("--bucket", choices=["hour", "day"], default="day")
+    u.add_argument("--group-by", dest="group_by", default="", help="comma-separated: key, model, upstream, workspace")
+    u.add_argument("--workspace", help="only this workspace")
+    u.add_argument("--key", help="only this key id")
+    u.add_argument("--json", action="store_true", help="print GET /v1/usage's JSON instead of a table")
+    u.set_defaults(fn=cmd_usage)

@@ -58,11 +58,24 @@ def _scope(principal: Principal, key_id: str | None, workspace_id: str | None) -
     return own_ws, principal.key.id
 
 
+def time_range(start: str | None, end: str | None) -> tuple[datetime, datetime]:
+    return _range(_time("start", start), _time("end", end))
+
+
+def dimensions(group_by: str | None) -> list[str]:
+    """The group_by words in order; one named twice counts once. An unknown one is a 400 (the spec says so too)."""
+    dims = list(dict.fromkeys(d.strip() for d in (group_by or "").split(",") if d.strip()))
+    for d in dims:
+        if d not in usage.DIMENSIONS:
+            raise bad_request(f"group_by: {d!r} is not one of {', '.join(usage.DIMENSIONS)}.", param="group_by")
+    return dims
+
+
 async def get_usage(principal: Principal, start: str | None = None, end: str | None = None, bucket: str = "day",
                     group_by: str | None = None, key_id: str | None = None,
                     workspace_id: str | None = None) -> Response:
-    since, until = _range(_time("start", start), _time("end", end))
-    dims = list(dict.fromkeys(d for d in (group_by or "").split(",") if d))  # a dimension named twice counts once
+    since, until = time_range(start, end)
+    dims = dimensions(group_by)
     ws, key = _scope(principal, key_id, workspace_id)
     gw = gateway.current()
     await gw.write()  # what this process answered so far counts too
