@@ -1,0 +1,112 @@
+"""The README's quickstart, run as written (issue 12): its marked blocks (`<!-- readme-test: NAME -->`) are executed
+with bash and python against a `specway serve` started the way `make run` starts it, in a folder of its own.
+
+What is changed, and only that: the port (127.0.0.1:8080 becomes a free one, through SPECWAY_SERVER__PORT, the
+documented override), the placeholder key `sk-sw-...` becomes the key the gateway printed, and the real providers'
+base URLs point at a local server of the same kind (SPECWAY_UPSTREAMS__<NAME>__BASE_URL).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import free_port
+from tests.fake_upstream import FakeUpstream
+
+ROOT = Path(__file__).resolve().parents[1]
+_BLOCK = re.compile(r"<!-- readme-test: (\w+) -->\n```\w+\n(.*?)```", re.DOTALL)
+
+
+def blocks() -> dict[str, str]:
+    return dict(_BLOCK.findall((ROOT / "README.md").read_text(encoding="utf-8")))
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    """A project folder: the venv where the README expects it (.venv), nothing else."""
+    (tmp_path / ".venv").symlink_to(Path(sys.executable).parent.parent)
+    return tmp_path
+
+
+@contextmanager
+def serving(folder: Path, env: dict[str, str]) -> Iterator[str]:
+    """`make run`'s command in `folder`; yields the key it printed (empty on a used store)."""
+    proc = subprocess.Popen([str(folder / ".venv" / "bin" / "specway"), "serve"], cwd=folder, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        url = f"http://127.0.0.1:{env['SPECWAY_SERVER__PORT']}/healthz"
+        for _ in range(300):
+            try:
+                httpx.get(url, timeout=1)
+                break
+            except httpx.HTTPError:
+                assert proc.poll() is None, "specway serve exited"
+                time.sleep(0.1)
+        key = ""
+        if proc.stdout is not None and not env.get("_USED"):
+            key = proc.stdout.readline().strip()
+        yield key
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def run(block: str, folder: Path, env: dict[str, str], key: str, *, python: bool = False) -> str:
+    """Run a block; a shell block's exports are kept in `env`, as in the terminal the README is followed in."""
+    text = block.replace("127.0.0.1:8080", f"127.0.0.1:{env['SPECWAY_SERVER__PORT']}").replace("sk-sw-...", key)
+    exported = folder / "exported.env"
+    args = ([sys.executable, "-c", text] if python else
+            ["bash", "-euo", "pipefail", "-c", f'{text}\nenv -0 > "{exported}"'])
+    done = subprocess.run(args, cwd=folder, env={**env, "RELAY_KEY": key}, capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    if not python:
+        pairs = (item.partition("=") for item in exported.read_text().split("\0") if "=" in item)
+        env.update({name: value for name, _, value in pairs if name not in ("RELAY_KEY", "PWD", "SHLVL", "_")})
+    return done.stdout
+
+
+def test_the_quickstart_runs_as_written(folder: Path) -> None:
+    found = blocks()
+    assert set(found) == {"curl", "sdk", "config", "credit"}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SPECWAY_")}
+    env["SPECWAY_SERVER__PORT"] = str(free_port())
+    with serving(folder, env) as key:
+        assert key.startswith("sk-sw-")
+        out = run(found["curl"], folder, env, key)
+        assert '"object":"chat.completion"' in out and '"type":"message"' in out and "response.completed" in out
+        assert '"type":"error"' not in out
+        printed = run(found["sdk"], folder, env, key, python=True).splitlines()
+        assert len(printed) == 2 and all(printed)
+
+    # Real providers: the README's config in specway.yaml, its providers replaced by local servers of their kinds.
+    (folder / "specway.yaml").write_text(found["config"])
+    with FakeUpstream() as fake:
+        env |= {"SPECWAY_UPSTREAMS__OPENAI__BASE_URL": fake.url,
+                "SPECWAY_UPSTREAMS__ANTHROPIC__BASE_URL": fake.anthropic_url, "_USED": "1"}
+        run(found["credit"], folder, env, key)  # step 2: the providers' keys exported, the workspace credited
+        assert env["OPENAI_API_KEY"] and env["ANTHROPIC_API_KEY"]
+        with serving(folder, env):  # step 3
+            headers = {"Authorization": f"Bearer {key}"}
+            chat = f"http://127.0.0.1:{env['SPECWAY_SERVER__PORT']}/v1/chat/completions"
+            fast = httpx.post(chat, headers=headers, json={"messages": [{"role": "user", "content": "hi"}]})
+            strong = httpx.post(chat, headers=headers, json={"messages": [{"role": "user", "content": "hi"}],
+                                                             "reasoning_effort": "high"})
+            assert (fast.status_code, strong.status_code) == (200, 200), fast.text + strong.text
+            assert (fast.headers["x-specway-model"], strong.headers["x-specway-model"]) == ("fast", "strong")
+            used = httpx.get(f"http://127.0.0.1:{env['SPECWAY_SERVER__PORT']}/v1/usage", headers=headers).json()
+            assert used["totals"]["requests"] >= 2 and float(used["totals"]["cost"]) > 0
+    listed = subprocess.run([str(folder / ".venv/bin/specway"), "workspaces", "list"], cwd=folder, env=env,
+                            capture_output=True, text=True, timeout=60, check=True)
+    assert float(json.loads(listed.stdout)[0]["credit"]) < 10
