@@ -137,8 +137,7 @@ def cmd_keys(args: argparse.Namespace) -> int:
 
 def cmd_usage(args: argparse.Namespace) -> int:
     """The operator's GET /v1/usage: every workspace, read from the same rollups."""
-    from handlers.endpoints.usage import dimensions, time_range
-    from handlers.observability.usage import report
+    from handlers.observability.usage import dimensions, report, time_range
 
     async def show(store: Store, cfg: Config) -> str | dict[str, Any]:
         since, until = time_range(args.start, args.end)

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from handlers.errors import bad_request
 from handlers.store.usage import Counts, Group
 
 DIMENSIONS = {"workspace": 1, "key": 2, "model": 3, "upstream": 4}  # group_by word -> index in a rollup's Group
 _FIELD = {"workspace": "workspace_id", "key": "key_id", "model": "model", "upstream": "upstream"}
 MAX_RANGE = timedelta(days=366)
+_LEAP = re.compile(r"(T\d\d:\d\d):60")
 
 
 def hour_floor(at: datetime) -> datetime:
@@ -51,3 +54,42 @@ def report(rows: list[tuple[Group, Counts]], start: datetime, end: datetime, buc
         data.append(row | _counts(grouped[key]))
     return {"object": "usage", "start": start.isoformat(), "end": end.isoformat(), "bucket": bucket,
             "group_by": group_by, "data": data, "totals": _counts(totals)}
+
+
+def _time(name: str, value: str | None) -> datetime | None:
+    if value is None:
+        return None
+    try:  # RFC 3339 allows a leap second, which datetime does not: it counts in its minute
+        at = datetime.fromisoformat(_LEAP.sub(r"\1:59", value))
+    except ValueError:
+        raise bad_request(f"{name}: not an ISO 8601 date and time: {value!r}.", param=name) from None
+    return at if at.tzinfo else at.replace(tzinfo=UTC)
+
+
+def _range(start: datetime | None, end: datetime | None) -> tuple[datetime, datetime]:
+    """[since, until) in whole hours: `end` rounded up (default now), `start` rounded down (default a day before
+    `end`), at most MAX_RANGE long (cut at its start), never inverted (an inverted range is an empty one)."""
+    until = hour_ceil(end or datetime.now(UTC))
+    earliest = _minus(until, MAX_RANGE)
+    since = hour_floor(start) if start is not None else _minus(until, timedelta(hours=24))
+    return min(max(since, earliest), until), until
+
+
+def _minus(at: datetime, delta: timedelta) -> datetime:
+    try:
+        return at - delta
+    except OverflowError:
+        return datetime.min.replace(tzinfo=UTC)
+
+
+def time_range(start: str | None, end: str | None) -> tuple[datetime, datetime]:
+    return _range(_time("start", start), _time("end", end))
+
+
+def dimensions(group_by: str | None) -> list[str]:
+    """The group_by words in order; one named twice counts once. An unknown one is a 400 (the spec says so too)."""
+    dims = list(dict.fromkeys(d.strip() for d in (group_by or "").split(",") if d.strip()))
+    for d in dims:
+        if d not in DIMENSIONS:
+            raise bad_request(f"group_by: {d!r} is not one of {', '.join(DIMENSIONS)}.", param="group_by")
+    return dims
