@@ -58,11 +58,11 @@ class LimitsSettings(BaseModel):
     )
     redis_url: StrictStr | None = None
     """
-    redis://host:port/db; absent, limits are per process.
+    redis://host:port/db; absent, limits are per process. Each worker opens at most 100 connections (on demand) for the limits and as many for the cooldowns; a call waits up to 10 s for a free one, then the request gets 503 `overloaded` (load, not an outage). Redis must answer within 5 s and accept a connection within 2 s. The URL may change each (`?max_connections=200&timeout=10&socket_timeout=5&socket_connect_timeout=2`).
     """
     on_redis_error: Literal["open", "closed"] = "open"
     """
-    While Redis is unreachable, let requests through (open) or refuse them with 429 (closed).
+    While Redis is unreachable (refused or failed connections, no answer in time; not a busy pool), let requests through (open) or refuse them with 429 (closed). Logged once when an outage starts and once when it ends; meanwhile one request at a time checks whether Redis is back.
     """
 
 
@@ -99,6 +99,26 @@ class Server(BaseModel):
     body_limit_bytes: StrictInt = Field(10485760, ge=1024)
     """
     Bodies over this many bytes are refused with 413 while being read.
+    """
+    header_limit_bytes: StrictInt = Field(32768, ge=1024, le=1048576)
+    """
+    The request line and headers together may take this many bytes; over it the request gets 431 `headers_too_large` and its connection is closed, before the rest is read or kept in memory.
+    """
+    header_timeout_seconds: StrictFloat = Field(10, gt=0.0)
+    """
+    A connection must send a request's line and headers within this many seconds (counted from the connection's opening, or from the first byte of a later request on it); else it gets 408 `header_timeout` and is closed. This is what disconnects slow-header (slowloris) clients.
+    """
+    body_timeout_seconds: StrictFloat = Field(30, gt=0.0)
+    """
+    A request's whole body must arrive within this many seconds after its headers; else it gets 408 `body_timeout` and its connection is closed (a slow client, or a Content-Length larger than what is sent). A large body over a slow link needs this raised.
+    """
+    keepalive_seconds: StrictFloat = Field(5, gt=0.0)
+    """
+    An idle keep-alive connection is closed after this many seconds without a new request. A proxy in front should let go of its idle connections sooner (nginx `keepalive_timeout`).
+    """
+    max_connections: StrictInt = Field(2048, ge=1)
+    """
+    Connections one worker holds at once (streams, requests and idle keep-alive connections alike). A connection over this gets 503 `overloaded` with Retry-After to its first request and is closed. The gateway raises its open-files limit to fit, where the system allows.
     """
     key_cache_seconds: StrictFloat = Field(5, ge=0.0)
     """

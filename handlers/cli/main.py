@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
+import logging.config
 import os
+import resource
 import sys
 import tempfile
 from typing import Any
@@ -64,11 +67,32 @@ def _share_metrics_between_workers() -> None:
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="specway-metrics-")
 
 
+def _raise_open_files_limit(connections: int) -> None:
+    """Every connection is an open file, and so is each upstream call it makes: take the hard limit, as Go's runtime
+    does, and say so when even that cannot fit `server.max_connections` twice over."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = hard if hard != resource.RLIM_INFINITY else max(soft, 2 * connections + 100)
+    if soft != resource.RLIM_INFINITY and soft < want:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+            soft = want
+        except (ValueError, OSError):
+            pass
+    if soft != resource.RLIM_INFINITY and soft < 2 * connections + 100:
+        logging.getLogger("specway").warning(
+            "the open-files limit (%d) is below twice server.max_connections (%d): connections beyond it will be "
+            "refused by the system, not answered 503; raise `ulimit -n` or lower server.max_connections", soft,
+            connections)
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
+    from handlers.edge import connections
+
     cfg = config_mod.load(args.config)
     server = cfg.server
+    logging.config.dictConfig(_logging(server.log_level))  # uvicorn applies the same; this covers what comes first
     host, port = args.host or server.host, args.port if args.port is not None else server.port
     workers = args.workers or server.workers
     secret = asyncio.run(with_store(args.config, _ready_first_key))
@@ -77,8 +101,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(secret, flush=True)
     if args.config:
         os.environ[config_mod.ENV_CONFIG] = os.path.abspath(args.config)
+    _raise_open_files_limit(server.max_connections)
     log_level = server.log_level
-    common: dict[str, Any] = {"host": host, "port": port, "log_level": log_level, "loop": "uvloop", "http": "httptools",
+    # No WebSockets: the API has none, and an upgraded connection would leave the connection count behind.
+    common: dict[str, Any] = {"host": host, "port": port, "log_level": log_level, "loop": "uvloop", "ws": "none",
+                              "http": connections.protocol(server), "timeout_keep_alive": server.keepalive_seconds,
                               "timeout_graceful_shutdown": server.drain_seconds,
                               "log_config": _logging(log_level), "access_log": False}
     if workers > 1:

@@ -1,4 +1,5 @@
-"""The edge of the app: request ids, the body-size limit, the gateway bound for the request, and the spec document.
+"""The edge of the app: request ids, the body's size and time limits, the gateway bound for the request, and the spec
+document. (The limits on connections and headers sit below, in handlers/edge/connections.py.)
 
 `GET /openapi.json` is answered here, before Connexion, with the bundled openapi.json byte for byte (read once at
 startup): Connexion would serve its resolved copy, every `$ref` inlined, and clients generated from that lose the
@@ -6,6 +7,7 @@ schema names."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 import uuid
@@ -26,14 +28,23 @@ def _too_large(limit: int) -> ApiError:
     return ApiError(413, "request_too_large", f"The request body is over the limit of {limit} bytes.")
 
 
+def _too_slow(seconds: float) -> ApiError:
+    # The rest of the body may still be on its way: the connection cannot carry another request.
+    return ApiError(408, "body_timeout", f"The request body did not arrive within {seconds:g} s.",
+                    headers={"Connection": "close"})
+
+
 class Edge:
-    """Outermost ASGI layer. The body limit is enforced while reading: a declared Content-Length over the
-    limit is refused before any byte is read, and a chunked body is counted as it arrives."""
+    """Outermost ASGI layer. The body limits are enforced while reading: a declared Content-Length over the
+    limit is refused before any byte is read, a chunked body is counted as it arrives, and the whole body must
+    arrive within `server.body_timeout_seconds` of the request's start (a Content-Length that promises more than
+    is sent ends there too, rather than waiting forever)."""
 
     def __init__(self, app: ASGIApp, gateway: Gateway, *, spec: bytes | None = None) -> None:
         self.app = app
         self.gateway = gateway
         self.limit = gateway.config.server.body_limit_bytes
+        self.body_timeout = float(gateway.config.server.body_timeout_seconds)
         self.spec = spec
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -62,7 +73,7 @@ class Edge:
             elif self.spec is not None and scope["path"] == SPEC_PATH:
                 await _send_spec(send_with_id, scope["method"], self.spec)
             else:
-                await self.app(scope, _counting(receive, self.limit), send_with_id)
+                await self.app(scope, _reading(receive, self.limit, self.body_timeout), send_with_id)
         finally:
             fields["latency_ms"] = round((time.perf_counter() - started) * 1000, 3)
             metrics.REQUESTS.labels(route, scope["method"], str(fields["status"])).inc()
@@ -88,16 +99,29 @@ def _content_length(scope: Scope) -> int | None:
     return None
 
 
-def _counting(receive: Receive, limit: int) -> Receive:
+def _reading(receive: Receive, limit: int, timeout: float) -> Receive:
+    """receive, with the body counted against `limit` and due within `timeout`. Once the body is in, what comes
+    is only a disconnect, which may be awaited for a whole stream: no deadline then."""
     seen = 0
+    deadline: float | None = asyncio.get_running_loop().time() + timeout
 
     async def wrapped() -> Message:
-        nonlocal seen
-        message = await receive()
+        nonlocal seen, deadline
+        if deadline is None:
+            return await receive()
+        try:
+            async with asyncio.timeout_at(deadline):
+                message = await receive()
+        except TimeoutError:
+            raise _too_slow(timeout) from None
         if message["type"] == "http.request":
             seen += len(message.get("body", b""))
             if seen > limit:
                 raise _too_large(limit)
+            if not message.get("more_body", False):
+                deadline = None
+        else:
+            deadline = None
         return message
 
     return wrapped

@@ -11,6 +11,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from redis.exceptions import RedisError
 
@@ -79,11 +80,14 @@ class Cooldowns:
 
 
 class SharedCooldowns(Cooldowns):
+    """The counts in Redis (see redisconn for its pool and outages). When Redis is away or the pool is busy, a
+    failure still counts in this process and the last cooldowns read stay in force; nothing waits on it twice."""
+
     def __init__(self, url: str, failures: int = 3, window: float = 60.0, seconds: float = 30.0,
                  prefix: str = "specway:cd:") -> None:
         super().__init__(failures, window, seconds)
-        self._redis = redisconn.connect(url)
-        self._failed = self._redis.register_script(_FAILED)
+        self._link = redisconn.Link(url, log, "cooldowns", "no upstream is skipped meanwhile")
+        self._failed = self._link.redis.register_script(_FAILED)
         self._prefix = prefix
         self._read_at: dict[str, float] = {}
         self._failing: set[str] = set()  # upstreams this process saw fail: only they need a reset on success
@@ -93,16 +97,20 @@ class SharedCooldowns(Cooldowns):
         stale = sorted(u for u in set(upstreams) if now - self._read_at.get(u, -_REFRESH) >= _REFRESH)
         if not stale or self.seconds <= 0:
             return
-        try:
-            async with self._redis.pipeline(transaction=False) as pipe:
+        for u in stale:  # before the call: requests arriving meanwhile use what was last read, not a read of their own
+            self._read_at[u] = now
+
+        async def read(redis: Any) -> list[int]:
+            async with redis.pipeline(transaction=False) as pipe:
                 for u in stale:
                     pipe.pttl(self._prefix + "until:" + u)
-                ttls = await pipe.execute()
-        except (RedisError, OSError) as exc:
-            log.warning("cooldowns: Redis is unreachable (%s); no upstream is skipped meanwhile", type(exc).__name__)
+                return list(await pipe.execute())
+
+        try:
+            ttls = await self._link.run(read)
+        except (RedisError, OSError):
             return
         for u, ttl in zip(stale, ttls, strict=True):
-            self._read_at[u] = now
             if ttl > 0:
                 self._until[u] = now + ttl / 1000
             else:
@@ -113,11 +121,11 @@ class SharedCooldowns(Cooldowns):
             return False
         self._failing.add(upstream)
         keys = [self._prefix + "fails:" + upstream, self._prefix + "until:" + upstream]
+        args = [self.failures, int(self.window * 1000), int(self.seconds * 1000)]
         try:
-            tripped = bool(await self._failed(keys=keys, args=[self.failures, int(self.window * 1000),
-                                                              int(self.seconds * 1000)]))
+            tripped = bool(await self._link.run(lambda _: self._failed(keys=keys, args=args)))
         except (RedisError, OSError):
-            return await super().failed(upstream)  # Redis away: this process still protects itself
+            return await super().failed(upstream)  # Redis away or busy: this process still protects itself
         if tripped:
             self._until[upstream] = self._clock() + self.seconds
         return tripped
@@ -125,10 +133,11 @@ class SharedCooldowns(Cooldowns):
     async def succeeded(self, upstream: str) -> None:
         if upstream in self._failing:
             self._failing.discard(upstream)
+            key = self._prefix + "fails:" + upstream
             try:
-                await self._redis.delete(self._prefix + "fails:" + upstream)
+                await self._link.run(lambda redis: redis.delete(key))
             except (RedisError, OSError):
                 pass  # the count expires with its window anyway
 
     async def aclose(self) -> None:
-        await self._redis.aclose()
+        await self._link.aclose()

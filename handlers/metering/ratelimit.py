@@ -22,6 +22,7 @@ from typing import Literal
 from redis.exceptions import RedisError
 
 from handlers import redisconn
+from handlers.errors import ApiError
 
 log = logging.getLogger("specway.ratelimit")
 
@@ -182,29 +183,30 @@ return {1, math.floor((cap - debt) / period), math.ceil(debt / limit), -1}
 
 
 class RedisLimiter(Limiter):
-    """Shared by every worker and replica; see redisconn.connect for the connection's limits and timeouts."""
+    """Shared by every worker and replica; see redisconn for the pool, its timeouts and how an outage is told apart
+    from load. Under load a hit queues for a connection, and past the pool's wait it is refused with 503 (the
+    gateway is overloaded): failing open then would let a key past its limit exactly when it is busiest."""
 
     def __init__(self, url: str, *, prefix: str = "specway:rl:", on_error: Literal["open", "closed"] = "open") -> None:
-        self._redis = redisconn.connect(url)
+        self._link = redisconn.Link(url, log, "rate limiter", f"failing {on_error}")
+        self._redis = self._link.redis
         self._script = self._redis.register_script(_LUA)  # EVALSHA, falling back to SCRIPT LOAD on NOSCRIPT
         self._prefix = prefix
         self._on_error = on_error
-        self._down = False
 
     async def _run(self, op: Op, bucket: str, limit: int, cost: int) -> Verdict:
+        keys, args = [self._prefix + bucket], [op, limit, cost]
         try:
-            raw = await self._script(keys=[self._prefix + bucket], args=[op, limit, cost])
-        except (RedisError, OSError) as exc:
-            return self._fallback(exc, limit, cost)
-        if self._down:
-            self._down = False
-            log.info("rate limiter: Redis is reachable again")
+            raw = await self._link.run(lambda _: self._script(keys=keys, args=args))
+        except redisconn.Busy:
+            if op == "refund":  # best effort, as while Redis is away
+                return _verdict(limit, (1, 0, 0, -1))
+            raise _overloaded() from None
+        except (RedisError, OSError):
+            return self._fallback(limit, cost)
         return _verdict(limit, raw)
 
-    def _fallback(self, exc: Exception, limit: int, cost: int) -> Verdict:
-        if not self._down:  # once per outage, not once per request
-            self._down = True
-            log.warning("rate limiter: Redis unreachable (%s: %s); failing %s", type(exc).__name__, exc, self._on_error)
+    def _fallback(self, limit: int, cost: int) -> Verdict:
         if self._on_error == "open":
             return Verdict(True, limit, max(limit - cost, 0), 0.0, None)
         return Verdict(False, limit, 0, 1.0, 1.0)
@@ -213,7 +215,12 @@ class RedisLimiter(Limiter):
         await self._redis.ping()
 
     async def aclose(self) -> None:
-        await self._redis.aclose()
+        await self._link.aclose()
+
+
+def _overloaded() -> ApiError:
+    return ApiError(503, "overloaded", "The gateway is overloaded right now; retry shortly.",
+                    headers=retry_headers(1.0))
 
 
 def _duration(seconds: float) -> str:
