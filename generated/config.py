@@ -136,6 +136,10 @@ class Server(BaseModel):
     """
     On SIGTERM, how long in-flight requests and streams may take to finish before the gateway stops; then decision records and spend are flushed and connections closed.
     """
+    metrics_token_env: StrictStr | None = Field(None, min_length=1)
+    """
+    The environment variable that holds a token for `GET /metrics` (never the token itself). When set, `/metrics` answers only requests with `Authorization: Bearer <token>`, others get 401 `invalid_metrics_token`; the gateway refuses to start if the variable is unset or empty. Unset, `/metrics` is public (its totals show model names and spend: keep it off the public network then).
+    """
 
 
 class StoreSettings(BaseModel):

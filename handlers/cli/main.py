@@ -37,6 +37,9 @@ async def _ready_first_key(store: Store, cfg: Config) -> str | None:
     fresh store."""
     for name, settings in cfg.upstreams.items():
         config_mod.api_key(name, settings)  # a ConfigError names the variable
+    from handlers.observability.metrics import token
+
+    token(cfg.server)  # likewise the /metrics token's, before any worker starts (and restarts) on it
     url = cfg.limits.redis_url
     if url:
         limiter = RedisLimiter(url)

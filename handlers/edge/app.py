@@ -5,9 +5,14 @@ How Connexion is set up (and which of its internals that takes) is all in handle
 
 from __future__ import annotations
 
+import functools
 import logging
+from collections.abc import Callable
+from typing import Any
 
+from connexion import context
 from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
 
 from generated import routes
 from generated.config import Config
@@ -16,6 +21,7 @@ from handlers.edge.connexion_adapter import Refusal, build_connexion_app
 from handlers.edge.middleware import Edge
 from handlers.errors import ApiError
 from handlers.gateway import Gateway
+from handlers.observability import metrics, requestlog
 
 log = logging.getLogger("specway")
 
@@ -43,6 +49,13 @@ def _on_http(path: str, exc: HTTPException) -> ApiError:
     return ApiError(status, _CODES.get(status, "invalid_request"), message, headers=headers)
 
 
+def _on_disconnect(_path: str, _exc: ClientDisconnect) -> ApiError:
+    # The client went away before its request was read: nobody will read this answer, and it is not our fault. The
+    # request's log line (at info) says so; no traceback.
+    requestlog.add(outcome="client_disconnected")
+    return ApiError(499, "client_closed_request", "The client closed the connection before its request was read.")
+
+
 def _on_crash(_path: str, exc: Exception) -> ApiError:
     log.error("unhandled error", exc_info=exc)
     return ApiError(500, "internal_error", "The gateway failed to serve this request; it has been logged.")
@@ -51,14 +64,34 @@ def _on_crash(_path: str, exc: Exception) -> ApiError:
 def create_app(config: Config | None = None, *, gateway: Gateway | None = None) -> Edge:
     """One ASGI app: the edge (request ids, body limit) around Connexion."""
     gw = gateway or (Gateway(config) if config is not None else Gateway.from_file())
+    resolve = _resolver(metrics.token(gw.config.server))
     app = build_connexion_app(
         paths.SPEC,
-        resolve=lambda op_id: getattr(routes, op_id),
+        resolve=resolve,
         lifespan=gw.lifespan,
-        error_handlers={ApiError: _on_api_error, HTTPException: _on_http, Exception: _on_crash},
+        error_handlers={ApiError: _on_api_error, HTTPException: _on_http, ClientDisconnect: _on_disconnect,
+                        Exception: _on_crash},
         on_refusal=_on_refusal,
     )
     return Edge(app, gw, spec=paths.SPEC.read_bytes())  # served as it is in the repository, $refs and names kept
+
+
+def _resolver(metrics_token: bytes | None) -> Callable[[str], Callable[..., Any]]:
+    """operationId -> its generated route; GET /metrics behind its bearer token when one is configured."""
+
+    def resolve(op_id: str) -> Callable[..., Any]:
+        route: Callable[..., Any] = getattr(routes, op_id)
+        if op_id != "metrics" or metrics_token is None:
+            return route
+
+        @functools.wraps(route)
+        async def guarded(*args: Any, **kwargs: Any) -> Any:
+            metrics.authorize(context.request.headers.get("authorization"), metrics_token)
+            return await route(*args, **kwargs)
+
+        return guarded
+
+    return resolve
 
 
 def factory() -> Edge:

@@ -25,6 +25,11 @@ pieces below; each names what it relies on and why it exists:
 - `SwaggerUIOptions(serve_spec=False)`: Connexion would serve `/openapi.json` (and `/openapi.yaml`) from its
   resolved spec, every `$ref` inlined (middleware/swagger_ui.py `_spec_for_prefix`); the edge serves the bundled
   file instead (handlers/edge/middleware.py). Swagger UI's page still loads `{base_path}/openapi.json`.
+- `_SwaggerUI`, `_Routing` and `_Api` turn off `redirect_slashes` on every Starlette `Router` Connexion builds
+  (`SwaggerUIMiddleware.router`, `RoutingMiddleware.router` and the routers of the APIs mounted on them,
+  `AsyncASGIApp.router`, `AsyncApi.router`). On a path that matches no route, Starlette would otherwise answer a 307
+  to the path with its trailing slash added or removed, as an absolute URL built from the Host header
+  (`GET /v1/keys/%2e%2e%2f` -> `Location: http://<any host>/v1/keys/..`); such a path is a 404 instead.
 - Error handlers: Connexion calls them with a `ConnexionRequest` and expects a `ConnexionResponse`; its own request
   checks raise `ProblemException`. Ours see only the request path and the exception and return an `ApiError`, and
   a `ProblemException` reaches them as a `Refusal`.
@@ -58,6 +63,7 @@ from connexion.options import SwaggerUIOptions
 from connexion.resolver import Resolver
 from connexion.uri_parsing import AbstractURIParser
 from connexion.validators import VALIDATOR_MAP
+from starlette.routing import Mount, Router
 
 from handlers.errors import ApiError
 
@@ -75,11 +81,32 @@ class Refusal:
 ErrorHandler = Callable[[str, Any], ApiError]
 Lifespan = Callable[[Any], AbstractAsyncContextManager[None]]
 
+
+def _no_slash_redirects(router: Router) -> None:
+    """No redirect built from the Host header: a router, and the routers mounted in it, never add or drop a slash."""
+    router.redirect_slashes = False
+    for route in router.routes:
+        if isinstance(route, Mount) and isinstance(route.app, Router):
+            _no_slash_redirects(route.app)
+
+
+class _SwaggerUI(SwaggerUIMiddleware):
+    def add_api(self, *args: Any, **kwargs: Any) -> None:
+        super().add_api(*args, **kwargs)
+        _no_slash_redirects(self.router)
+
+
+class _Routing(RoutingMiddleware):
+    def add_api(self, *args: Any, **kwargs: Any) -> None:
+        super().add_api(*args, **kwargs)
+        _no_slash_redirects(self.router)
+
+
 _MIDDLEWARES = [
     ServerErrorMiddleware,
     ExceptionMiddleware,
-    SwaggerUIMiddleware,
-    RoutingMiddleware,
+    _SwaggerUI,
+    _Routing,
     RequestValidationMiddleware,
     LifespanMiddleware,
     ContextMiddleware,
@@ -119,6 +146,10 @@ class _Operation(AsyncOperation):
 
 
 class _Api(AsyncApi):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _no_slash_redirects(self.router)
+
     def make_operation(self, operation: AbstractOperation) -> _Operation:
         return _Operation.from_operation(operation, pythonic_params=self.pythonic_params, jsonifier=self.jsonifier)
 
@@ -138,6 +169,7 @@ def build_connexion_app(spec: Path, *, resolve: Callable[[str], Callable[..., An
         swagger_ui_options=SwaggerUIOptions(swagger_ui_path=docs_path, serve_spec=False),
     )
     app._middleware_app.api_cls = _Api
+    _no_slash_redirects(app._middleware_app.router)
     app.add_api(spec, resolver=Resolver(resolve), validate_responses=False)
     app.add_error_handler(ProblemException, _answer(lambda _path, exc: on_refusal(_refusal(exc))))
     for exc_type, handler in error_handlers.items():

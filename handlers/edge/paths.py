@@ -8,6 +8,7 @@ from generated.paths import TABLE, PathInfo
 
 SPEC = Path(__file__).resolve().parents[2] / "openapi.json"
 _cache: dict[str, PathInfo | None] = {}
+_CACHED_LENGTH = 512  # longer paths are matched each time: 4096 entries of this size stay near 2 MB
 
 
 def match(path: str) -> PathInfo | None:
@@ -15,6 +16,6 @@ def match(path: str) -> PathInfo | None:
     if path in _cache:
         return _cache[path]
     found = next((info for info in TABLE if info.pattern.match(path)), None)
-    if len(_cache) < 4096:  # bounded: fuzzers and scanners send endless distinct paths
+    if len(_cache) < 4096 and len(path) <= _CACHED_LENGTH:  # bounded: scanners send endless distinct paths
         _cache[path] = found
     return found

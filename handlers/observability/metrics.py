@@ -1,15 +1,21 @@
 """Prometheus metrics. With several workers, `specway serve` sets PROMETHEUS_MULTIPROC_DIR before any worker
-starts, and GET /metrics aggregates every worker's files (prometheus-client's multiprocess mode)."""
+starts, and GET /metrics aggregates every worker's files (prometheus-client's multiprocess mode). With
+`server.metrics_token_env` set, GET /metrics needs that bearer token."""
 
 from __future__ import annotations
 
+import hmac
 import os
 from typing import TYPE_CHECKING
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client import multiprocess as _multiprocess
 
+from handlers.config import ConfigError
+from handlers.errors import ApiError
+
 if TYPE_CHECKING:
+    from generated.config import Server
     from handlers.inference.routing import Plan
     from handlers.inference.trace import Trace
 
@@ -69,3 +75,23 @@ def exposition() -> tuple[bytes, str]:
         _multiprocess.MultiProcessCollector(registry)
         return generate_latest(registry), CONTENT_TYPE_LATEST
     return generate_latest(), CONTENT_TYPE_LATEST
+
+
+def token(server: Server) -> bytes | None:
+    """The /metrics token from the variable `server.metrics_token_env` names; None when no variable is named. A
+    named variable that is unset or empty stops the start: metrics meant to be private are never served public."""
+    name = server.metrics_token_env
+    if name is None:
+        return None
+    value = os.environ.get(name, "")
+    if not value.strip():
+        raise ConfigError(f"server.metrics_token_env: the environment variable {name} is not set")
+    return value.strip().encode()
+
+
+def authorize(authorization: str | None, expected: bytes) -> None:
+    """A 401 unless the Authorization header is `Bearer <the token>` (compared in constant time)."""
+    scheme, _, given = (authorization or "").strip().partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), expected):
+        raise ApiError(401, "invalid_metrics_token", "GET /metrics needs 'Authorization: Bearer <metrics token>'.",
+                       headers={"WWW-Authenticate": 'Bearer realm="metrics"'})
