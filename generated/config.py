@@ -341,6 +341,10 @@ class ModelSettings(BaseModel):
     """
     A reasoning model. The request's effort (reasoning_effort, reasoning.effort, thinking) is forwarded to it in its upstream's words, and an openai upstream gets max_completion_tokens; other models use the effort for routing only.
     """
+    embeddings: StrictBool = False
+    """
+    An embedding model, served by POST /v1/embeddings (on an openai upstream only) and priced per input token at `price.input`. Embeddings requests to any other model are refused (400 `unsupported_model`); its fallbacks should be the same model on other upstreams, since vectors of different models do not mix.
+    """
     price: PriceSettings = Field({}, validate_default=True)
 
 

@@ -246,6 +246,81 @@ class MessageTokensCount(StrictModel):
     """
 
 
+class Embedding(StrictModel):
+    """
+    One input's vector, as the upstream sent it.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    object: Literal["embedding"]
+    index: StrictInt = Field(..., ge=0)
+    """
+    The input it belongs to.
+    """
+    embedding: list[StrictFloat] | StrictStr
+    """
+    The vector; a base64 string of little-endian float32 when encoding_format was base64.
+    """
+
+
+class EmbeddingUsage(StrictModel):
+    """
+    The tokens charged; the upstream's count, or the gateway's estimate when it reported none.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    prompt_tokens: StrictInt = Field(..., ge=0)
+    total_tokens: StrictInt = Field(..., ge=0)
+
+
+class EmbeddingText(RootModel[StrictStr]):
+    root: StrictStr = Field(..., min_length=1)
+    """
+    One text to embed.
+    """
+
+
+class EmbeddingTexts(RootModel[list[EmbeddingText]]):
+    """
+    Several texts to embed.
+    """
+
+    root: list[EmbeddingText] = Field(..., max_length=2048, min_length=1)
+    """
+    Several texts to embed.
+    """
+
+
+class EmbeddingToken(RootModel[StrictInt]):
+    root: StrictInt = Field(..., ge=0, le=2147483647)
+
+
+class EmbeddingTokens(RootModel[list[EmbeddingToken]]):
+    """
+    One text to embed, as token ids (as many as the model takes).
+    """
+
+    root: list[EmbeddingToken] = Field(..., min_length=1)
+    """
+    One text to embed, as token ids (as many as the model takes).
+    """
+
+
+class EmbeddingTokenLists(RootModel[list[EmbeddingTokens]]):
+    """
+    Several texts to embed, each as token ids.
+    """
+
+    root: list[EmbeddingTokens] = Field(..., max_length=2048, min_length=1)
+    """
+    Several texts to embed, each as token ids.
+    """
+
+
 class ErrorDetail(StrictModel):
     type: StrictStr
     """
@@ -603,7 +678,7 @@ class Decision(StrictModel):
     created_at: StrictStr
     key_id: StrictStr = None
     workspace_id: StrictStr = None
-    format: Literal["chat", "responses", "messages"]
+    format: Literal["chat", "responses", "messages", "embeddings"]
     requested_model: StrictStr | None = None
     effort: StrictStr | None = None
     policy: StrictStr | None = None
@@ -655,6 +730,53 @@ class ChatChoice(StrictModel):
     """
     stop, length, tool_calls or content_filter.
     """
+
+
+class EmbeddingsRequest(StrictModel):
+    """
+    OpenAI's CreateEmbeddingRequest. The body an openai upstream gets is this one with the upstream's own model name; fields not declared here are ignored (dropped) unless the upstream sets passthrough.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    model: StrictStr = Field(..., min_length=1)
+    """
+    A model id or an alias from GET /v1/models, of a model marked `embeddings` in the catalog. Required; a key's policy never picks an embedding model, since vectors of different models do not mix.
+    """
+    input: EmbeddingText | EmbeddingTexts | EmbeddingTokens | EmbeddingTokenLists
+    """
+    What to embed, one embedding per input; at most 2048 inputs.
+    """
+    encoding_format: Literal["float", "base64"] | None = None
+    """
+    float (the default) for arrays of numbers, base64 for each vector as base64 of little-endian float32 (what the OpenAI SDKs ask for by default, and decode).
+    """
+    dimensions: StrictInt | None = Field(None, ge=1, le=2147483647)
+    """
+    The vectors' length, for models that can shorten them.
+    """
+    user: StrictStr | None = None
+    """
+    An id of the end user, forwarded to the upstream.
+    """
+
+
+class EmbeddingList(StrictModel):
+    """
+    OpenAI's CreateEmbeddingResponse.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    object: Literal["list"]
+    data: list[Embedding]
+    model: StrictStr
+    """
+    The model as the request named it (the model that answered, when a fallback did).
+    """
+    usage: EmbeddingUsage
 
 
 class Error(StrictModel):

@@ -10,7 +10,7 @@ from connexion.context import request
 
 from generated import models
 from handlers.edge import glue
-from handlers.endpoints import admin, discovery, inference, operations, usage
+from handlers.endpoints import admin, discovery, embeddings, inference, operations, usage
 
 
 async def add_credit(workspace_id):
@@ -32,6 +32,12 @@ async def create_chat_completion():
     principal = await glue.authenticate(request, "inference")
     body = await glue.parse_body(request, models.ChatCompletionRequest)
     return await inference.create_chat_completion(principal, body)
+
+
+async def create_embedding():
+    principal = await glue.authenticate(request, "inference")
+    body = await glue.parse_body(request, models.EmbeddingsRequest)
+    return await embeddings.create_embedding(principal, body)
 
 
 async def create_key():

@@ -22,8 +22,10 @@ A Reply's `reasoning` shows in each dialect's own way: chat's `reasoning_content
 from __future__ import annotations
 
 import asyncio
+import base64
 import functools
 import re
+import struct
 import threading
 import time
 from collections import deque
@@ -40,7 +42,7 @@ from starlette.types import Receive, Scope, Send
 
 from tests.fake_dialects import ERRORS, STREAMS, WHOLE, Reply, Usage, default_usage, messages_error
 
-__all__ = ["FakeUpstream", "Received", "Reply", "Usage", "count_words"]
+__all__ = ["FakeUpstream", "Received", "Reply", "Usage", "count_words", "fake_vector"]
 
 @dataclass
 class Received:
@@ -62,6 +64,7 @@ class FakeUpstream:
             Route("/v1/messages", functools.partial(self._answer, dialect="messages"), methods=["POST"]),
             Route("/v1/responses", functools.partial(self._answer, dialect="responses"), methods=["POST"]),
             Route("/v1/messages/count_tokens", self._count_tokens, methods=["POST"]),
+            Route("/v1/embeddings", self._embeddings, methods=["POST"]),
         ]
         self._server = uvicorn.Server(
             uvicorn.Config(
@@ -169,6 +172,35 @@ class FakeUpstream:
             return JSONResponse(messages_error(reply), reply.status, headers=reply.headers)
         counted = reply.usage[0] if reply.usage else count_words(body or {})
         return JSONResponse({"input_tokens": counted}, headers=reply.headers)
+
+    async def _embeddings(self, request: Request) -> Any:
+        """OpenAI's POST /v1/embeddings: fake_vector() of each input (base64 of little-endian float32 when asked), a
+        scripted Reply's usage[0] as prompt_tokens, else the inputs' words or token ids; errors as chat's."""
+        body, reply = await self._receive(request)
+        if reply.status >= 400:
+            return JSONResponse(ERRORS["chat"](reply), reply.status, headers=reply.headers)
+        if reply.malformed:
+            return Response(b'{"object": "list', media_type="application/json", headers=reply.headers)
+        if reply.body is not None:
+            return JSONResponse(reply.body, headers=reply.headers)
+        body = body or {}
+        given = body.get("input")
+        inputs = [given] if isinstance(given, str) or (given and isinstance(given[0], int)) else given or []
+        data = []
+        for i, item in enumerate(inputs):
+            vector = fake_vector(item, body.get("dimensions") or 4)
+            encoded = base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode()
+            data.append({"object": "embedding", "index": i,
+                         "embedding": encoded if body.get("encoding_format") == "base64" else vector})
+        counted = reply.usage[0] if reply.usage else sum(
+            len(item) if isinstance(item, list) else len(item.split()) for item in inputs)
+        return JSONResponse({"object": "list", "data": data, "model": reply.model or body.get("model"),
+                             "usage": {"prompt_tokens": counted, "total_tokens": counted}}, headers=reply.headers)
+
+
+def fake_vector(item: str | list[int], dimensions: int) -> list[float]:
+    """The fake's embedding of one input: eighths (exact in float32) from its length."""
+    return [(len(item) + j) / 8 for j in range(dimensions)]
 
 
 def count_words(body: dict[str, Any]) -> int:

@@ -30,9 +30,10 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
 
 
 # Schema-valid requests refused on purpose, each naming its field: what the routed upstream cannot carry (which
-# upstream serves a request is the key's routing, not the spec's to say), and numbers no upstream encoder can write
-# as sent (JSON lets a server limit the range of numbers it accepts: RFC 8259, section 6).
-_REFUSED_BY_DESIGN = frozenset({"unsupported_parameter", "number_out_of_range"})
+# upstream serves a request is the key's routing, not the spec's to say), a model that cannot serve the operation
+# (an embeddings request to a chat model), and numbers no upstream encoder can write as sent (JSON lets a server
+# limit the range of numbers it accepts: RFC 8259, section 6).
+_REFUSED_BY_DESIGN = frozenset({"unsupported_parameter", "unsupported_model", "number_out_of_range"})
 
 
 def _excluded(response: Any) -> list[Any]:

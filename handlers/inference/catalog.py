@@ -25,6 +25,7 @@ class Model:
     reasoning: bool = False  # takes an effort in its upstream's words (see ModelSettings.reasoning)
     price_cached_in: Decimal | None = None  # per million input tokens read from a prompt cache; None: price_in
     price_cache_write: Decimal | None = None  # per million input tokens written to a prompt cache; None: price_in
+    embeddings: bool = False  # answers POST /v1/embeddings (see ModelSettings.embeddings)
 
     @property
     def cached_input_price(self) -> Decimal:
@@ -80,6 +81,7 @@ class Catalog:
                     reasoning=m.reasoning,
                     price_cached_in=_price(m.price.cached_input),
                     price_cache_write=_price(m.price.cache_write),
+                    embeddings=m.embeddings,
                 )
             )
         return cls(models)

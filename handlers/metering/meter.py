@@ -84,7 +84,11 @@ class Meter:
     async def admit(self, key: Key, candidates: list[Model], req: Request, input_estimate: int | None = None) -> Hold:
         """Check the key's rate limits, then hold the worst case any candidate could cost."""
         inp = tokens.input_tokens(req) if input_estimate is None else input_estimate
-        out = tokens.max_output_tokens(req)
+        return await self.admit_tokens(key, candidates, inp, tokens.max_output_tokens(req))
+
+    async def admit_tokens(self, key: Key, candidates: list[Model], inp: int, out: int) -> Hold:
+        """admit() for a request known by its token counts alone: `inp` input tokens (estimated) and at most `out`
+        output tokens (0 for embeddings, which generate none)."""
         charge, headers = await self._limits(key, inp + out)
         worst = max((m.worst_case(inp, out) for m in candidates), default=Decimal(0))
         if worst == 0:

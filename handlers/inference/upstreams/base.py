@@ -5,10 +5,11 @@ from __future__ import annotations
 import abc
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 from handlers.inference.canonical import Event, Request, Result
 from handlers.inference.formats.base import Traits
+from handlers.inference.formats.embeddings import Embed, Vectors
 
 PLAIN = Traits()  # a model the catalog says nothing special of
 
@@ -101,3 +102,13 @@ class Upstream(abc.ABC):
 
     async def aclose(self) -> None:
         """Release connections."""
+
+
+class Embedder(Protocol):
+    """An upstream that answers OpenAI embeddings requests (OpenAIUpstream)."""
+
+    name: str
+    kind: str
+
+    async def embed(self, request: Embed, model: str) -> Vectors:
+        """Embed `request`'s inputs with `model` (the upstream's own model name); failures are UpstreamError."""

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from handlers.inference.formats import chat
+from handlers.inference.formats import chat, embeddings
+from handlers.inference.formats.base import UpstreamFault
+from handlers.inference.formats.embeddings import Embed, Vectors
 from handlers.inference.upstreams.http import HttpUpstream
 
 
@@ -20,3 +22,13 @@ class OpenAIUpstream(HttpUpstream):
 
     def auth_headers(self, api_key: str) -> dict[str, str]:
         return {"authorization": f"Bearer {api_key}"}
+
+    async def embed(self, request: Embed, model: str) -> Vectors:
+        """POST /embeddings (base_url includes /v1): the caller's body with `model`; the vectors as the upstream sent
+        them. An answer without one embedding per input cannot be read (an UpstreamError, which falls back)."""
+        body = embeddings.upstream_body(request, model, self.options)
+        payload = await self.post_json("/embeddings", body)
+        try:
+            return embeddings.upstream_result(payload, len(embeddings.inputs(request)))
+        except UpstreamFault as fault:
+            raise self._fault(fault) from None

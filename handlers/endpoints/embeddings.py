@@ -1,0 +1,14 @@
+"""POST /v1/embeddings: OpenAI's embeddings, routed, metered and recorded like inference."""
+
+from __future__ import annotations
+
+from starlette.responses import Response
+
+from generated import models
+from handlers.administration.auth import Principal
+from handlers.inference.formats import embeddings as wire
+from handlers.serving import embeddings
+
+
+async def create_embedding(principal: Principal, body: models.EmbeddingsRequest) -> Response:
+    return await embeddings.embed(principal, wire.parse(body))

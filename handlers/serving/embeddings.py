@@ -1,0 +1,124 @@
+"""POST /v1/embeddings: route the named model, hold its worst case, ask the upstream, settle, record the decision.
+
+Routing is the inference one (the key's allowlist and policy, aliases, fallbacks, cooldowns) for a request that
+names its model; a model that cannot embed (not marked `embeddings`, or on an upstream that is not openai) is a 400
+`unsupported_model` when named, and a skipped candidate when it is a fallback. The hold's worst case is every input
+token at the highest input-side price and no output; the charge is the upstream's prompt_tokens (the estimate when
+it reported none). Fallback, cooldowns and upstream failures are the relay's (attempt, upstream_failure).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from typing import cast
+
+from starlette.responses import Response
+
+from handlers import gateway
+from handlers.administration.auth import Principal
+from handlers.edge.responses import json_response
+from handlers.errors import ApiError
+from handlers.inference import routing
+from handlers.inference.canonical import Request
+from handlers.inference.catalog import Model
+from handlers.inference.formats import embeddings as wire
+from handlers.inference.formats.embeddings import Embed
+from handlers.inference.routing import Candidate, Plan
+from handlers.inference.trace import Trace
+from handlers.inference.upstreams.base import Embedder
+from handlers.metering.meter import Hold
+from handlers.observability import decisions, metrics, requestlog
+from handlers.serving.relay import attempt, decision_headers
+from handlers.store.base import Key
+
+EMBEDDING_KINDS = frozenset({"openai"})  # upstream kinds whose servers have /embeddings
+
+
+async def embed(principal: Principal, req: Embed) -> Response:
+    gw = gateway.current()
+    trace = Trace()
+    total, longest = wire.input_tokens(req)
+    plan = _route(gw, principal.key, req)
+    await gw.cooldowns.refresh(c.model.upstream for c in plan.candidates)
+    plan = routing.screen(plan, gw.cooldowns.remaining, longest)  # the window bounds each input, not their sum
+    hold: Hold | None = None
+    try:
+        if plan.refusal is not None:
+            raise plan.refusal
+        if not plan.runnable():
+            raise _nothing_left(gw, plan)
+        hold = await gw.meter.admit_tokens(principal.key, [c.model for c in plan.runnable()], total, 0)
+        vectors, model = await attempt(gw, plan, trace, lambda up, m: cast(Embedder, up).embed(req, m.name))
+    except ApiError as err:
+        await _fail(gw, plan, trace, hold, err)
+        raise
+    except BaseException:
+        await _fail(gw, plan, trace, hold, ApiError(500, "internal_error", "failed"))
+        raise
+    charge = await gw.meter.settle(hold, model, vectors.usage, 0)
+    trace.usage, trace.cost, trace.usage_estimated = charge.usage, str(charge.cost), charge.estimated
+    trace.outcome = "ok"
+    _done(gw, plan, trace)
+    # The name the caller used, unless a fallback's vectors answered: those belong to another model's space.
+    named = req.model if gw.catalog.resolve(req.model) is model else model.id
+    return json_response(wire.render(vectors, named, charge.usage), headers=decision_headers(plan, trace, hold))
+
+
+def _route(gw: gateway.Gateway, key: Key, req: Embed) -> Plan:
+    """The inference routing of a request that names `req.model`, without the candidates that cannot embed."""
+    # Routing reads a request's model, format and effort; an embeddings request has only a model.
+    ask = Request(format="chat", messages=[], model=req.model)
+    plan = routing.decide(gw.catalog, gw.config.policies, gw.config.default_policy, key, ask)
+    plan = dataclasses.replace(plan, format=wire.FORMAT)
+    if plan.refusal is not None:
+        return plan
+    why_not = _cannot_embed(gw, plan.candidates[0].model)
+    if why_not is not None:
+        err = ApiError(400, "unsupported_model", f"The model {req.model!r} cannot make embeddings: {why_not}.",
+                       param="model")
+        return dataclasses.replace(plan, why=err.message, refusal=err)
+    return dataclasses.replace(plan, candidates=tuple(_embedding_candidate(gw, c) for c in plan.candidates))
+
+
+def _embedding_candidate(gw: gateway.Gateway, c: Candidate) -> Candidate:
+    why_not = None if c.verdict == "skipped" else _cannot_embed(gw, c.model)
+    return c if why_not is None else Candidate(c.model, "skipped", f"cannot make embeddings: {why_not}")
+
+
+def _cannot_embed(gw: gateway.Gateway, model: Model) -> str | None:
+    kind = gw.upstreams[model.upstream].kind
+    if kind not in EMBEDDING_KINDS:
+        return (f"it is served by upstream {model.upstream!r} of kind {kind!r}, and embeddings are relayed to "
+                f"openai upstreams only")
+    if not model.embeddings:
+        return "it is not an embedding model (the catalog does not mark it `embeddings: true`)"
+    return None
+
+
+def _nothing_left(gw: gateway.Gateway, plan: Plan) -> ApiError:
+    waits = [gw.cooldowns.remaining(c.model.upstream) for c in plan.candidates]
+    wait = min((w for w in waits if w > 0), default=0)
+    reasons = "; ".join(f"{c.model.id}: {c.reason}" for c in plan.candidates)
+    headers = {"retry-after": str(max(1, min(60, math.ceil(wait))))} if wait else None
+    return ApiError(503, "no_upstream_available", f"No candidate can take the request ({reasons}).", headers=headers)
+
+
+async def _fail(gw: gateway.Gateway, plan: Plan, trace: Trace, hold: Hold | None, err: ApiError) -> None:
+    trace.outcome = err.code
+    if hold is not None:
+        await gw.meter.release(hold)
+    _done(gw, plan, trace)
+    err.headers = {**err.headers, **decision_headers(plan, trace, hold)}
+
+
+def _done(gw: gateway.Gateway, plan: Plan, trace: Trace) -> None:
+    """A request is over: its decision record (usage counts it as inference), its metrics, its request-log fields."""
+    gw.recorder.add(decisions.record(plan, trace))
+    metrics.observe(plan, trace, time.perf_counter() - trace.started)
+    u = trace.usage
+    requestlog.add(decision_id=plan.id, key_id=plan.key.id, format=plan.format,
+                   model=trace.answered.id if trace.answered else None, outcome=trace.outcome,
+                   input_tokens=u.input_tokens if u else None, output_tokens=u.output_tokens if u else None,
+                   cost=trace.cost, upstream_ms=trace.upstream_ms())
