@@ -24,6 +24,7 @@ def render(root: Path = ROOT) -> dict[Path, str]:
     config_schema = spec.load_yaml(specs / "config.schema.yaml")
     return {
         root / "openapi.json": codegen.openapi_json(doc),
+        root / "generated" / "openapi.json": codegen.openapi_json(doc),  # the served copy, inside the package
         root / "generated" / "base.py": codegen.base(),
         root / "generated" / "models.py": codegen.pydantic_models(doc, InputFileType.OpenAPI, "openapi.json"),
         root / "generated" / "config.py": codegen.pydantic_models(config_schema, InputFileType.JsonSchema, "config.schema.yaml"),

@@ -116,7 +116,7 @@ def test_schema_edit_changes_only_models_and_bundle(tmp_path: Path) -> None:
     chat.write_text(yaml.safe_dump(doc, sort_keys=False))
     after = {p.relative_to(root): t for p, t in gen.render(root).items()}
     changed = sorted(str(p) for p in before if before[p] != after[p])
-    assert changed == ["docs/api.md", "generated/models.py", "openapi.json"]
+    assert changed == ["docs/api.md", "generated/models.py", "generated/openapi.json", "openapi.json"]
     assert "user: StrictStr = None" in after[Path("generated/models.py")]
 
 

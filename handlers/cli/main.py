@@ -136,9 +136,20 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return generate(["--check"] if args.check else [])
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("specway")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "(not installed)"
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="specway", description="A self-hostable LLM API gateway.")
-    p.add_argument("--config", "-c", help=f"configuration file (default: ${config_mod.ENV_CONFIG}, else built-in)")
+    p.add_argument("--config", "-c", help=f"configuration file (default: ${config_mod.ENV_CONFIG}, else "
+                   f"./{config_mod.DEFAULT_FILE} when there is one, else built-in)")
+    p.add_argument("--version", action="version", version=f"specway {_version()}")
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("serve", help="run the gateway")
     s.add_argument("--host")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from generated.paths import TABLE, PathInfo
 
-SPEC = Path(__file__).resolve().parents[2] / "openapi.json"
+SPEC = Path(__file__).resolve().parents[2] / "generated" / "openapi.json"  # the bundled spec, inside the package
 _cache: dict[str, PathInfo | None] = {}
 _CACHED_LENGTH = 512  # longer paths are matched each time: 4096 entries of this size stay near 2 MB
 
