@@ -219,3 +219,13 @@ def test_the_api_reference_shows_every_operation_and_schema() -> None:
                 assert f"### `{method.upper()} {path}`" in reference
     for name in doc["components"]["schemas"]:
         assert f"### {name}\n" in reference
+
+
+def test_every_operation_declares_what_the_connection_layer_may_answer() -> None:
+    """408 and 431 (header and body limits) and 503 (`overloaded`, the worker's connection cap) can answer any
+    operation: each one declares them (issue 11: every status we return is in the spec)."""
+    doc = json.loads((ROOT / "openapi.json").read_text())
+    for path, item in doc["paths"].items():
+        for method, op in item.items():
+            if method in ("get", "post", "put", "patch", "delete"):
+                assert {"408", "431", "503"} <= set(op["responses"]), (method, path)
