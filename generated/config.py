@@ -6,6 +6,44 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel, StrictBool, Strict
 from typing import Literal
 
 
+class TelemetrySettings(BaseModel):
+    """
+    Traces in OpenTelemetry's format, sent to a collector over OTLP/HTTP (protobuf). Each request is one server span (`http.request.method`, `http.route`, `http.response.status_code`, `specway.request_id`, and for inference `specway.decision_id`); each upstream call is a client span under it with the GenAI attributes (`gen_ai.system`, `gen_ai.operation.name`, `gen_ai.request.model`, `gen_ai.response.model`, `gen_ai.usage.input_tokens`, `gen_ai.usage.output_tokens`), the upstream's name and, when it failed, status ERROR and `error.type`. A stream's spans last until it ends. A caller's W3C `traceparent` and `tracestate` are continued, and every upstream request carries a `traceparent` naming its client span. Spans hold no key, no header but the User-Agent, and no prompt or answer. Spans are sent in batches by a background thread, never on a request's path, and flushed at shutdown; a collector that stops answering costs dropped spans (logged once, and once when it is back), never a slower answer. Needs the `otel` extra (`pip install 'specway[otel]'`); when tracing is off nothing of OpenTelemetry is loaded.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    otlp_endpoint: StrictStr | None = Field(None, pattern="^https?://[^/?#]+(/[^?#]*)?$")
+    """
+    The collector's OTLP/HTTP base URL, e.g. `http://collector:4318`; spans are sent to `<otlp_endpoint>/v1/traces` (a URL that already ends in `/v1/traces` is used as it is). Unset, tracing is off.
+    """
+    service_name: StrictStr = Field("specway", min_length=1)
+    """
+    The `service.name` of every span.
+    """
+    headers_env: StrictStr | None = Field(None, min_length=1)
+    """
+    The environment variable that holds headers for the collector (never the headers themselves), as `name=value` pairs separated by commas (the form of OTEL_EXPORTER_OTLP_HEADERS, values URL-encoded), e.g. `authorization=Bearer%20abc`. The gateway refuses to start if it is unset or empty.
+    """
+    sample_ratio: StrictFloat = Field(1.0, ge=0.0, le=1.0)
+    """
+    The share of requests traced when the caller sends no `traceparent`. A caller's `traceparent` decides for its own request (its sampled flag), so that a trace is kept whole or not at all.
+    """
+    export_interval_seconds: StrictFloat = Field(5, gt=0.0, le=60.0)
+    """
+    How often finished spans are sent, in batches of up to 512. Up to 2,048 spans wait per process; past that new ones are dropped (a collector away never slows requests or grows memory).
+    """
+    timeout_seconds: StrictFloat = Field(10, gt=0.0, le=60.0)
+    """
+    How long one export may take before it is abandoned (and at shutdown, the flush).
+    """
+    resource_attributes: dict[str, StrictStr] = {}
+    """
+    Extra resource attributes on every span, e.g. `{deployment.environment.name: production}`.
+    """
+
+
 class LedgerSettings(BaseModel):
     """
     Each process holds **leases** on part of a key's budget and its workspace's credit, and its priced requests draw on them in memory. One writer syncs every lease each `flush_seconds` (charging what was spent, resizing it) together with the decision records. A process killed with SIGKILL loses at most the last `flush_seconds` of spending; SIGTERM writes everything.
@@ -395,4 +433,8 @@ class Config(BaseModel):
     ledger: LedgerSettings = Field({}, validate_default=True)
     """
     How priced requests hold money without waiting on the store (leases), and how often what they spent is written to it.
+    """
+    telemetry: TelemetrySettings = Field({}, validate_default=True)
+    """
+    OpenTelemetry traces, exported over OTLP/HTTP. Off unless `otlp_endpoint` is set.
     """

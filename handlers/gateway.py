@@ -7,9 +7,9 @@ import contextlib
 import contextvars
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from generated.config import Config
 from handlers import config as config_mod
@@ -25,6 +25,9 @@ from handlers.observability.decisions import Recorder
 from handlers.periodic import Periodic
 from handlers.store import open_store
 from handlers.store.base import Store
+
+if TYPE_CHECKING:
+    from handlers.observability.tracing import Tracing
 
 log = logging.getLogger("specway")
 _REAP_EVERY = 300.0  # seconds between looks for reservations a dead process left held
@@ -58,6 +61,7 @@ class Gateway:
         self.limits_fail_open = limits.on_redis_error == "open"
         self._reaper = Periodic(self._release_stale, _REAP_EVERY, "release stale reservations")
         self.started_at = datetime.now(UTC).replace(microsecond=0)
+        self.tracing: Tracing | None = None  # made at start when telemetry.otlp_endpoint is set
 
     def _stale_after(self) -> timedelta:
         """Longer than any request can live (its upstream's total timeout, then the drain at shutdown): a hold
@@ -82,6 +86,8 @@ class Gateway:
         try:
             for name, settings in self.config.upstreams.items():
                 self.upstreams[name] = build_upstream(name, settings)
+            if self.config.telemetry.otlp_endpoint is not None:
+                self.tracing = _tracing(self.config, self.upstreams.values())
             await self.store.open()
             await self.limiter.ping()  # fail fast when Redis is configured but unreachable
         except BaseException:
@@ -120,7 +126,7 @@ class Gateway:
 
     async def _close(self, *first: Callable[[], Awaitable[object]]) -> None:
         steps = [*first, *(up.aclose for up in self.upstreams.values()), self.limiter.aclose, self.cooldowns.aclose,
-                 self.store.close]
+                 self.store.close, *([self.tracing.shutdown] if self.tracing else [])]  # the last spans flushed
         for step in steps:
             try:
                 await step()
@@ -134,3 +140,12 @@ class Gateway:
             yield
         finally:
             await self.stop()
+
+
+def _tracing(config: Config, upstreams: Iterable[Upstream]) -> Tracing:
+    """The process's tracer, its exporter's thread started here (in the worker); OpenTelemetry is imported only now."""
+    from handlers.observability.tracing import Tracing
+
+    tracing = Tracing(config.telemetry)
+    tracing.instrument(upstreams)
+    return tracing

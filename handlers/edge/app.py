@@ -13,6 +13,7 @@ from typing import Any
 from connexion import context
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
+from starlette.types import ASGIApp
 
 from generated import routes
 from generated.config import Config
@@ -61,8 +62,9 @@ def _on_crash(_path: str, exc: Exception) -> ApiError:
     return ApiError(500, "internal_error", "The gateway failed to serve this request; it has been logged.")
 
 
-def create_app(config: Config | None = None, *, gateway: Gateway | None = None) -> Edge:
-    """One ASGI app: the edge (request ids, body limit) around Connexion."""
+def create_app(config: Config | None = None, *, gateway: Gateway | None = None) -> ASGIApp:
+    """One ASGI app: the edge (request ids, body limit) around Connexion, in a server span per request when
+    telemetry is on."""
     gw = gateway or (Gateway(config) if config is not None else Gateway.from_file())
     resolve = _resolver(metrics.token(gw.config.server))
     app = build_connexion_app(
@@ -73,7 +75,19 @@ def create_app(config: Config | None = None, *, gateway: Gateway | None = None) 
                         Exception: _on_crash},
         on_refusal=_on_refusal,
     )
-    return Edge(app, gw, spec=paths.SPEC.read_bytes())  # served as it is in the repository, $refs and names kept
+    edge = Edge(app, gw, spec=paths.SPEC.read_bytes())  # served as it is in the repository, $refs and names kept
+    return _traced(edge, gw)
+
+
+def _traced(edge: Edge, gw: Gateway) -> ASGIApp:
+    """Outside the edge, a server span per request when telemetry.otlp_endpoint is set: only then is OpenTelemetry
+    imported, and with tracing off a request goes through nothing more."""
+    if gw.config.telemetry.otlp_endpoint is None:
+        return edge
+    import handlers.observability.tracing  # noqa: F401 - now, so that a missing otel extra stops the start here
+    from handlers.edge.spans import ServerSpans
+
+    return ServerSpans(edge, gw)
 
 
 def _resolver(metrics_token: bytes | None) -> Callable[[str], Callable[..., Any]]:
@@ -94,6 +108,6 @@ def _resolver(metrics_token: bytes | None) -> Callable[[str], Callable[..., Any]
     return resolve
 
 
-def factory() -> Edge:
+def factory() -> ASGIApp:
     """For uvicorn --factory (several workers): the config comes from $SPECWAY_CONFIG."""
     return create_app()

@@ -152,6 +152,8 @@ async def attempt(gw: gateway.Gateway, plan: Plan, trace: Trace,
     next (UpstreamError.falls_back); only an upstream's transient failures count toward its cooldown (trips_cooldown).
     An upstream whose pool was full is not waited on twice for one request. Returns the answer and the model that
     gave it; when every candidate failed, the last failure is the caller's answer."""
+    if gw.tracing is not None:  # telemetry on: each call in a client span (handlers/observability/upstream_spans.py)
+        call = gw.tracing.upstreams.traced(call, plan)
     failed: tuple[UpstreamError, str] | None = None
     busy: set[str] | None = None  # made only once a pool was found full
     for cand in plan.runnable():

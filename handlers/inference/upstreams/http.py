@@ -10,7 +10,7 @@ import contextlib
 import email.utils
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Any, NamedTuple, TypeVar
 
@@ -269,6 +269,11 @@ class HttpUpstream(Upstream):
 
     async def aclose(self) -> None:
         await self._client.aclose()
+
+    def on_request(self, hook: Callable[[httpx.Request], Awaitable[None]]) -> None:
+        """Run `hook` on each request before it is sent (tracing adds its traceparent). Nothing runs when none
+        was added."""
+        self._client.event_hooks["request"].append(hook)
 
     async def complete(self, request: Request, model: str, traits: Traits = PLAIN) -> Result:
         body = self.format.upstream_body(request, model, self.options, traits)
