@@ -9,6 +9,7 @@ import base64
 import json
 import logging
 import struct
+import time
 from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
@@ -298,11 +299,17 @@ def test_fields_set_to_null_are_not_sent_and_undeclared_ones_are_dropped(live: L
 
 def test_the_request_log_has_the_embeddings_line(live: Live, fake: FakeUpstream, caplog: pytest.LogCaptureFixture
                                                  ) -> None:
+    def logged(decision: str) -> list[dict[str, Any]]:
+        lines = [json.loads(rec.getMessage()) for rec in caplog.records if rec.name == "specway.requests"]
+        return [x for x in lines if x.get("decision_id") == decision]
+
     with caplog.at_level(logging.INFO, logger="specway.requests"):
         r = post(live, {"model": "embed", "input": "log me"})
+        deadline = time.monotonic() + 10  # the line is written once the answer has left: wait for it, never a delay
+        while not logged(r.headers["x-specway-decision-id"]) and time.monotonic() < deadline:
+            time.sleep(0.02)
     assert r.status_code == 200
-    lines = [json.loads(rec.getMessage()) for rec in caplog.records if rec.name == "specway.requests"]
-    [line] = [x for x in lines if x.get("decision_id") == r.headers["x-specway-decision-id"]]
+    [line] = logged(r.headers["x-specway-decision-id"])
     assert (line["format"], line["model"], line["outcome"], line["input_tokens"]) == ("embeddings", "acme/embed",
                                                                                      "ok", 2)
     assert "log me" not in json.dumps(line) and SECRET not in json.dumps(line)
