@@ -10,8 +10,6 @@ it reported none). Fallback, cooldowns and upstream failures are the relay's (at
 from __future__ import annotations
 
 import dataclasses
-import math
-import time
 from typing import cast
 
 from starlette.responses import Response
@@ -29,8 +27,7 @@ from handlers.inference.routing import Candidate, Plan
 from handlers.inference.trace import Trace
 from handlers.inference.upstreams.base import Embedder
 from handlers.metering.meter import Hold
-from handlers.observability import decisions, metrics, requestlog
-from handlers.serving.relay import attempt, decision_headers
+from handlers.serving.relay import attempt, decision_headers, done, fail, nothing_left
 from handlers.store.base import Key
 
 EMBEDDING_KINDS = frozenset({"openai"})  # upstream kinds whose servers have /embeddings
@@ -48,19 +45,19 @@ async def embed(principal: Principal, req: Embed) -> Response:
         if plan.refusal is not None:
             raise plan.refusal
         if not plan.runnable():
-            raise _nothing_left(gw, plan)
+            raise nothing_left(gw, plan)
         hold = await gw.meter.admit_tokens(principal.key, [c.model for c in plan.runnable()], total, 0)
         vectors, model = await attempt(gw, plan, trace, lambda up, m: cast(Embedder, up).embed(req, m.name))
     except ApiError as err:
-        await _fail(gw, plan, trace, hold, err)
+        await fail(gw, plan, trace, hold, err)
         raise
     except BaseException:
-        await _fail(gw, plan, trace, hold, ApiError(500, "internal_error", "failed"))
+        await fail(gw, plan, trace, hold, ApiError(500, "internal_error", "failed"))
         raise
     charge = await gw.meter.settle(hold, model, vectors.usage, 0)
     trace.usage, trace.cost, trace.usage_estimated = charge.usage, str(charge.cost), charge.estimated
     trace.outcome = "ok"
-    _done(gw, plan, trace)
+    done(gw, plan, trace)
     # The name the caller used, unless a fallback's vectors answered: those belong to another model's space.
     named = req.model if gw.catalog.resolve(req.model) is model else model.id
     return json_response(wire.render(vectors, named, charge.usage), headers=decision_headers(plan, trace, hold))
@@ -95,30 +92,3 @@ def _cannot_embed(gw: gateway.Gateway, model: Model) -> str | None:
     if not model.embeddings:
         return "it is not an embedding model (the catalog does not mark it `embeddings: true`)"
     return None
-
-
-def _nothing_left(gw: gateway.Gateway, plan: Plan) -> ApiError:
-    waits = [gw.cooldowns.remaining(c.model.upstream) for c in plan.candidates]
-    wait = min((w for w in waits if w > 0), default=0)
-    reasons = "; ".join(f"{c.model.id}: {c.reason}" for c in plan.candidates)
-    headers = {"retry-after": str(max(1, min(60, math.ceil(wait))))} if wait else None
-    return ApiError(503, "no_upstream_available", f"No candidate can take the request ({reasons}).", headers=headers)
-
-
-async def _fail(gw: gateway.Gateway, plan: Plan, trace: Trace, hold: Hold | None, err: ApiError) -> None:
-    trace.outcome = err.code
-    if hold is not None:
-        await gw.meter.release(hold)
-    _done(gw, plan, trace)
-    err.headers = {**err.headers, **decision_headers(plan, trace, hold)}
-
-
-def _done(gw: gateway.Gateway, plan: Plan, trace: Trace) -> None:
-    """A request is over: its decision record (usage counts it as inference), its metrics, its request-log fields."""
-    gw.recorder.add(decisions.record(plan, trace))
-    metrics.observe(plan, trace, time.perf_counter() - trace.started)
-    u = trace.usage
-    requestlog.add(decision_id=plan.id, key_id=plan.key.id, format=plan.format,
-                   model=trace.answered.id if trace.answered else None, outcome=trace.outcome,
-                   input_tokens=u.input_tokens if u else None, output_tokens=u.output_tokens if u else None,
-                   cost=trace.cost, upstream_ms=trace.upstream_ms())

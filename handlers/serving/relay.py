@@ -55,7 +55,7 @@ def upstream_failure(err: UpstreamError, upstream: str) -> ApiError:
     return ApiError(502, "upstream_error", f"The upstream {upstream} failed: {err.message}")
 
 
-def _nothing_left(gw: gateway.Gateway, plan: Plan) -> ApiError:
+def nothing_left(gw: gateway.Gateway, plan: Plan) -> ApiError:
     waits = [gw.cooldowns.remaining(c.model.upstream) for c in plan.candidates]
     wait = min((w for w in waits if w > 0), default=0)
     reasons = "; ".join(f"{c.model.id}: {c.reason}" for c in plan.candidates)
@@ -84,16 +84,16 @@ async def relay(principal: Principal, req: Request, wire: CallerFormat) -> Respo
         if plan.refusal is not None:
             raise plan.refusal
         if not plan.runnable():
-            raise _nothing_left(gw, plan)
+            raise nothing_left(gw, plan)
         hold = await gw.meter.admit(principal.key, [c.model for c in plan.runnable()], req, estimate)
         if req.stream:
             return await _stream(gw, plan, trace, req, wire, hold, traits, estimate)
         result, model = await attempt(gw, plan, trace, lambda up, m: up.complete(req, m.name, traits(m)))
     except ApiError as err:
-        await _fail(gw, plan, trace, hold, err)
+        await fail(gw, plan, trace, hold, err)
         raise
     except BaseException:
-        await _fail(gw, plan, trace, hold, ApiError(500, "internal_error", "failed"))
+        await fail(gw, plan, trace, hold, ApiError(500, "internal_error", "failed"))
         raise
     await _settle(gw, plan, trace, hold, model, result.usage, len(result.text()))
     _log_content(gw, req, result.text())
@@ -108,8 +108,8 @@ def traits_for(gw: gateway.Gateway, plan: Plan) -> Callable[[Model], Traits]:
     return lambda model: Traits(reasoning=model.reasoning, thinking_budgets=budgets)
 
 
-def _done(gw: gateway.Gateway, plan: Plan, trace: Trace) -> None:
-    """A request is over: its decision record, its metrics and its request-log fields."""
+def done(gw: gateway.Gateway, plan: Plan, trace: Trace) -> None:
+    """A request is over: its decision record (usage counts it as inference), its metrics, its request-log fields."""
     gw.recorder.add(decisions.record(plan, trace))
     metrics.observe(plan, trace, time.perf_counter() - trace.started)
     u = trace.usage
@@ -119,11 +119,11 @@ def _done(gw: gateway.Gateway, plan: Plan, trace: Trace) -> None:
                    cost=trace.cost, upstream_ms=trace.upstream_ms())
 
 
-async def _fail(gw: gateway.Gateway, plan: Plan, trace: Trace, hold: Hold | None, err: ApiError) -> None:
+async def fail(gw: gateway.Gateway, plan: Plan, trace: Trace, hold: Hold | None, err: ApiError) -> None:
     trace.outcome = err.code
     if hold is not None:
         await gw.meter.release(hold)
-    _done(gw, plan, trace)
+    done(gw, plan, trace)
     err.headers = {**err.headers, **decision_headers(plan, trace, hold)}
 
 
@@ -143,7 +143,7 @@ async def _settle(gw: gateway.Gateway, plan: Plan, trace: Trace, hold: Hold, mod
     trace.usage, trace.cost, trace.usage_estimated = charge.usage, str(charge.cost), charge.estimated
     if trace.outcome == "pending":
         trace.outcome = "ok"
-    _done(gw, plan, trace)
+    done(gw, plan, trace)
 
 
 async def attempt(gw: gateway.Gateway, plan: Plan, trace: Trace,
