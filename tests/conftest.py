@@ -176,3 +176,11 @@ def fresh_postgres() -> Iterator[str]:
         yield PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
     finally:
         asyncio.run(admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+def proc_kib(pid: int, field: str) -> int:
+    """A process's memory figure from /proc/<pid>/status, in KiB: VmRSS (now) or VmHWM (its peak)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no {field} in /proc/{pid}/status")

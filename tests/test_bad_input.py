@@ -26,7 +26,7 @@ import yaml
 
 from generated import models
 from generated.paths import TABLE
-from tests.conftest import free_port, spawn, stop
+from tests.conftest import free_port, proc_kib, spawn, stop
 from tests.fake_upstream import FakeUpstream
 
 LIMIT = 1024 * 1024  # the spawned gateway's server.body_limit_bytes
@@ -396,13 +396,6 @@ def test_a_request_line_that_is_not_http_is_a_400_in_the_error_shape(gw: Gateway
         models.Error.model_validate_json(answer.read())
 
 
-def rss_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    raise AssertionError("no VmRSS")
-
-
 def test_rss_stays_bounded_and_nothing_is_logged_as_an_error_when_the_suite_is_replayed(gw: Gateway) -> None:
     """Rounds of every case, the large accepted bodies five times more (~15 MB of bodies read a round). The first
     round warms up (the allocator keeps the arenas the largest bodies needed, the store's page cache fills); a later
@@ -416,7 +409,7 @@ def test_rss_stays_bounded_and_nothing_is_logged_as_an_error_when_the_suite_is_r
     for _ in range(3):
         for case in [*CASES, *heavy * 5]:
             check(send(gw, case), case)
-        rounds.append(rss_kib(gw.pid))
+        rounds.append(proc_kib(gw.pid, "VmRSS"))
     assert rounds[2] - rounds[1] < 8 * 1024, f"RSS after each round (KiB): {rounds}"
     assert rounds[2] < 400 * 1024, f"RSS after each round (KiB): {rounds}"
     logged = [json.loads(line) for line in gw.log.read_text().splitlines() if line.startswith("{")]

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import free_port, spawn, stop
+from tests.conftest import free_port, proc_kib, spawn, stop
 
 HANG = 15.0  # a generous bound for anything configured to take about a second
 
@@ -110,13 +110,6 @@ def _assert_error(answer: Answer, status: int, code: str) -> None:
     assert answer.closed, "the connection must be closed after a refusal (read with then_closed=True)"
 
 
-def _rss_peak_kb(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1])
-    raise AssertionError("no VmHWM in /proc")
-
-
 # header size
 
 
@@ -151,7 +144,7 @@ def test_the_default_refuses_a_one_megabyte_header(default: Gateway) -> None:
 
 
 def test_a_hundred_megabyte_header_does_not_grow_the_worker(default: Gateway) -> None:
-    before = _rss_peak_kb(default.pid)
+    before = proc_kib(default.pid, "VmHWM")
     piece = b"e" * (1 << 20)
     sent = 0
     with _connect(default.port) as sock:
@@ -163,7 +156,7 @@ def test_a_hundred_megabyte_header_does_not_grow_the_worker(default: Gateway) ->
                 sent += len(piece)
         except OSError:
             pass  # refused and closed: the point
-    grown_mb = (_rss_peak_kb(default.pid) - before) / 1024
+    grown_mb = (proc_kib(default.pid, "VmHWM") - before) / 1024
     assert grown_mb < 30, f"the worker's peak memory grew by {grown_mb:.0f} MB for a {sent >> 20} MB header"
     with _connect(default.port) as sock:  # and it still serves
         sock.sendall(_request())
