@@ -402,17 +402,17 @@ class Reasoning(StrictModel):
     model_config = ConfigDict(
         extra="allow",
     )
-    effort: StrictStr = None
-    summary: StrictStr | None = None
+    effort: StrictStr = Field(None, json_schema_extra={"x-translate": "canonical"})
+    summary: StrictStr | None = Field(None, json_schema_extra={"x-translate": "advisory"})
     """
     auto, concise or detailed; asks a responses upstream for reasoning summaries (other upstreams show their reasoning as they do).
     """
-    generate_summary: StrictStr | None = None
+    generate_summary: StrictStr | None = Field(None, json_schema_extra={"x-translate": "advisory"})
     """
     Deprecated name of summary.
     """
-    mode: StrictStr | None = None
-    context: StrictStr | None = None
+    mode: StrictStr | None = Field(None, json_schema_extra={"x-translate": {"inert": "standard"}})
+    context: StrictStr | None = Field(None, json_schema_extra={"x-translate": {"inert": "auto"}})
 
 
 class ResponsesTextConfig(StrictModel):
@@ -423,8 +423,8 @@ class ResponsesTextConfig(StrictModel):
     model_config = ConfigDict(
         extra="allow",
     )
-    format: dict[str, Any] = None
-    verbosity: StrictStr | None = None
+    format: dict[str, Any] = Field(None, json_schema_extra={"x-translate": "canonical"})
+    verbosity: StrictStr | None = Field(None, json_schema_extra={"x-translate": {"inert": "medium"}})
 
 
 class ResponsesInputItem(StrictModel):
@@ -796,102 +796,106 @@ class MessagesRequest(StrictModel):
     model_config = ConfigDict(
         extra="allow",
     )
-    model: StrictStr = None
+    model: StrictStr = Field(None, json_schema_extra={"x-translate": "canonical"})
     """
     The model id or alias. Optional: without it the key's routing chooses.
     """
-    messages: list[AnthropicMessage] = Field(..., min_length=1)
-    system: StrictStr | list[dict[str, Any]] = None
+    messages: list[AnthropicMessage] = Field(..., json_schema_extra={"x-translate": "canonical"}, min_length=1)
+    system: StrictStr | list[dict[str, Any]] = Field(None, json_schema_extra={"x-translate": "canonical"})
     """
     A string, or a list of {type:text, text, cache_control?} blocks (joined; each block's cache mark is kept). An empty list contributes nothing; blocks of another type are left out.
     """
-    max_tokens: StrictFloat = Field(None, ge=1.0, le=2147483647.0, multiple_of=1.0)
+    max_tokens: StrictFloat = Field(
+        None, ge=1.0, json_schema_extra={"x-translate": "canonical"}, le=2147483647.0, multiple_of=1.0
+    )
     """
     Upper bound on the tokens the model may generate for this answer. When absent an anthropic upstream gets its configured default.
     """
-    temperature: StrictFloat = None
-    top_p: Any = None
+    temperature: StrictFloat = Field(None, json_schema_extra={"x-translate": "canonical"})
+    top_p: Any = Field(None, json_schema_extra={"x-translate": "canonical"})
     """
     Nucleus sampling, a number between 0 and 1. Read when it is a number; any other value is ignored (and reaches an anthropic upstream as written).
     """
-    top_k: StrictInt | None = None
+    top_k: StrictInt | None = Field(None, json_schema_extra={"x-translate": "extra"})
     """
     Sample from the top K options only; anthropic upstreams only.
     """
-    stop_sequences: Any = None
+    stop_sequences: Any = Field(None, json_schema_extra={"x-translate": "canonical"})
     """
     Strings that end the answer. Read when it is a list of strings (or one string); any other value is ignored.
     """
-    stream: StrictBool = None
-    thinking: StrictStr | dict[str, Any] = None
+    stream: StrictBool = Field(None, json_schema_extra={"x-translate": "canonical"})
+    thinking: StrictStr | dict[str, Any] = Field(None, json_schema_extra={"x-translate": "canonical"})
     """
     Anthropic's {type: enabled, budget_tokens}, {type: adaptive} or {type: disabled} (the budget is mapped to an effort tier by the key's routing policy; a reasoning model gets it as written); also, as this gateway's own forms, a plain effort string or an object with an effort field, which a reasoning model gets as {type: enabled, budget_tokens} from the policy's thinking_budget.
     """
-    output_config: dict[str, Any] | None = None
+    output_config: dict[str, Any] | None = Field(None, json_schema_extra={"x-translate": "canonical"})
     """
     format {type: json_schema, schema} is structured output, translated for every upstream; effort (low, medium, high, xhigh, max) is the request's effort.
     """
-    tools: list[Any] | None = None
+    tools: list[Any] | None = Field(None, json_schema_extra={"x-translate": "canonical"})
     """
     Client tools ({name, description, input_schema, cache_control?}) are translated for any upstream; Anthropic's own tools (web_search, bash, ...) reach an anthropic upstream only. Never validated here.
     """
-    tool_choice: Any = None
+    tool_choice: Any = Field(None, json_schema_extra={"x-translate": "canonical"})
     """
     {type: auto | any | none | tool (with name), disable_parallel_tool_use?}; other forms reach an anthropic upstream only. Never validated here.
     """
-    metadata: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = Field(None, json_schema_extra={"x-translate": "advisory"})
     """
     {user_id}. Advisory; left out for other upstreams.
     """
-    service_tier: StrictStr | None = None
+    service_tier: StrictStr | None = Field(None, json_schema_extra={"x-translate": "advisory"})
     """
     auto or standard_only. Advisory; left out for other upstreams.
     """
-    cache_control: dict[str, Any] | None = None
+    cache_control: dict[str, Any] | None = Field(None, json_schema_extra={"x-translate": "advisory"})
     """
     {type: ephemeral, ttl?}: marks the last cacheable block. Advisory; other upstreams cache prompt prefixes by themselves.
     """
-    container: StrictStr | dict[str, Any] | None = None
+    container: StrictStr | dict[str, Any] | None = Field(None, json_schema_extra={"x-translate": "advisory"})
     """
     A container id or {id, skills} for the code-execution tool. Advisory; left out for other upstreams (which cannot take that tool).
     """
-    context_management: dict[str, Any] | None = None
+    context_management: dict[str, Any] | None = Field(None, json_schema_extra={"x-translate": "advisory"})
     """
     Server-side context edits (clearing old tool results). Advisory; another upstream sees the conversation as sent.
     """
-    inference_geo: StrictStr | None = None
+    inference_geo: StrictStr | None = Field(None, json_schema_extra={"x-translate": "extra"})
     """
     Where inference runs; anthropic upstreams only.
     """
-    speed: StrictStr | None = None
+    speed: StrictStr | None = Field(None, json_schema_extra={"x-translate": "advisory"})
     """
     standard or fast. Advisory; left out for other upstreams.
     """
-    diagnostics: dict[str, Any] | None = None
+    diagnostics: dict[str, Any] | None = Field(None, json_schema_extra={"x-translate": "advisory"})
     """
     {previous_message_id}: cache diagnostics. Advisory; left out for other upstreams.
     """
-    mcp_servers: list[dict[str, Any]] | None = None
+    mcp_servers: list[dict[str, Any]] | None = Field(None, json_schema_extra={"x-translate": {"inert": []}})
     """
     MCP servers the model may use; anthropic upstreams only (an empty list goes anywhere).
     """
-    compaction: dict[str, Any] | None = None
+    compaction: dict[str, Any] | None = Field(None, json_schema_extra={"x-translate": "extra"})
     """
     Makes the request a compaction request; anthropic upstreams only.
     """
-    thread: dict[str, Any] | None = None
+    thread: dict[str, Any] | None = Field(None, json_schema_extra={"x-translate": "extra"})
     """
     Server-held conversation state; anthropic upstreams only.
     """
-    fallbacks: Any | None = None
+    fallbacks: Any | None = Field(None, json_schema_extra={"x-translate": "advisory"})
     """
     Anthropic's server-side fallback models ("default" or a list). Advisory; left out for other upstreams.
     """
-    fallback_credit_token: Any | None = None
+    fallback_credit_token: Any | None = Field(None, json_schema_extra={"x-translate": "advisory"})
     """
     A refusal's credit token (a string or an object). Advisory; left out for other upstreams.
     """
-    billing_policy: dict[str, Any] | None = None
+    billing_policy: dict[str, Any] | None = Field(
+        None, json_schema_extra={"x-translate": {"inert": {"type": "billing_policy", "bill_to": "self"}}}
+    )
     """
     {type: billing_policy, bill_to}; anthropic upstreams only ({bill_to: self} goes anywhere).
     """
@@ -918,7 +922,7 @@ class Message(StrictModel):
 
 
 class Input(RootModel[list[ResponsesInputItem]]):
-    root: list[ResponsesInputItem] = Field(..., min_length=1)
+    root: list[ResponsesInputItem] = Field(..., json_schema_extra={"x-translate": "canonical"}, min_length=1)
     """
     Required: a string or a list of items: messages ({role?, content}, role defaults to user) with input_text, input_image and input_file parts, function_call, function_call_output and reasoning items. Other items reach a responses upstream only.
     """
@@ -932,100 +936,102 @@ class ResponsesRequest(StrictModel):
     model_config = ConfigDict(
         extra="allow",
     )
-    model: StrictStr = None
+    model: StrictStr = Field(None, json_schema_extra={"x-translate": "canonical"})
     """
     The model id or alias. Optional: without it the key's routing chooses.
     """
-    input: StrictStr | Input
+    input: StrictStr | Input = Field(..., json_schema_extra={"x-translate": "canonical"})
     """
     Required: a string or a list of items: messages ({role?, content}, role defaults to user) with input_text, input_image and input_file parts, function_call, function_call_output and reasoning items. Other items reach a responses upstream only.
     """
-    instructions: StrictStr | None = None
+    instructions: StrictStr | None = Field(None, json_schema_extra={"x-translate": "canonical"})
     """
     Becomes a leading system message; blank text contributes nothing.
     """
-    max_output_tokens: StrictFloat | None = Field(None, ge=1.0, le=2147483647.0, multiple_of=1.0)
-    temperature: StrictFloat | None = None
-    top_p: Any = None
+    max_output_tokens: StrictFloat | None = Field(
+        None, ge=1.0, json_schema_extra={"x-translate": "canonical"}, le=2147483647.0, multiple_of=1.0
+    )
+    temperature: StrictFloat | None = Field(None, json_schema_extra={"x-translate": "canonical"})
+    top_p: Any = Field(None, json_schema_extra={"x-translate": "canonical"})
     """
     Nucleus sampling, a number between 0 and 1. Read when it is a number; any other value is ignored.
     """
-    stream: StrictBool | None = None
-    stream_options: dict[str, Any] | None = None
+    stream: StrictBool | None = Field(None, json_schema_extra={"x-translate": "canonical"})
+    stream_options: dict[str, Any] | None = Field(None, json_schema_extra={"x-translate": "canonical"})
     """
     The gateway sets the upstream's own stream options.
     """
-    reasoning: Reasoning | None = None
+    reasoning: Reasoning | None = Field(None, json_schema_extra={"x-translate": "canonical"})
     """
     effort is the request's effort (routing reads it, and a reasoning model gets it in its upstream's words); the other fields reach a responses upstream with it.
     """
-    text: ResponsesTextConfig = None
-    tools: list[Any] | None = None
+    text: ResponsesTextConfig = Field(None, json_schema_extra={"x-translate": "canonical"})
+    tools: list[Any] | None = Field(None, json_schema_extra={"x-translate": "canonical"})
     """
     Function tools are translated for any upstream; other tools (web search, file search, MCP ...) reach a responses upstream only. Never validated here.
     """
-    tool_choice: Any = None
+    tool_choice: Any = Field(None, json_schema_extra={"x-translate": "canonical"})
     """
     auto, none, required, or a named function; other forms reach a responses upstream only. Never validated here.
     """
-    parallel_tool_calls: StrictBool | None = None
+    parallel_tool_calls: StrictBool | None = Field(None, json_schema_extra={"x-translate": "advisory"})
     """
     False allows at most one tool call; translated for every upstream.
     """
-    max_tool_calls: StrictInt | None = None
+    max_tool_calls: StrictInt | None = Field(None, json_schema_extra={"x-translate": "advisory"})
     """
     A bound on built-in tool calls, which only a responses upstream runs.
     """
-    previous_response_id: StrictStr | None = None
+    previous_response_id: StrictStr | None = Field(None, json_schema_extra={"x-translate": "extra"})
     """
     Refused with 400 unsupported_parameter. Specway keeps no response state, and its response ids are decision ids, not an upstream's; send the whole conversation in input.
     """
-    conversation: StrictStr | dict[str, Any] | None = None
+    conversation: StrictStr | dict[str, Any] | None = Field(None, json_schema_extra={"x-translate": "extra"})
     """
     Refused, like previous_response_id.
     """
-    store: StrictBool | None = None
+    store: StrictBool | None = Field(None, json_schema_extra={"x-translate": {"inert": False}})
     """
     Only false (or absent) is served; true is refused. Upstreams always get false.
     """
-    background: StrictBool | None = None
+    background: StrictBool | None = Field(None, json_schema_extra={"x-translate": {"inert": False}})
     """
     Only false (or absent) is served; true is refused.
     """
-    include: list[StrictStr] | None = None
+    include: list[StrictStr] | None = Field(None, json_schema_extra={"x-translate": "advisory"})
     """
     Extra output data a responses upstream adds (reasoning.encrypted_content ...); safe to leave out for other upstreams.
     """
-    truncation: StrictStr | None = None
+    truncation: StrictStr | None = Field(None, json_schema_extra={"x-translate": "advisory"})
     """
     auto or disabled; a responses upstream only.
     """
-    metadata: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = Field(None, json_schema_extra={"x-translate": "advisory"})
     """
     A responses upstream gets it; left out for others.
     """
-    user: StrictStr = None
+    user: StrictStr = Field(None, json_schema_extra={"x-translate": "advisory"})
     """
     Deprecated end-user id; a responses upstream gets it.
     """
-    safety_identifier: StrictStr | None = None
-    prompt_cache_key: StrictStr | None = None
-    prompt_cache_retention: StrictStr | None = None
-    prompt_cache_options: dict[str, Any] | None = None
-    service_tier: StrictStr | None = None
-    top_logprobs: StrictInt | None = Field(None, ge=0, le=20)
+    safety_identifier: StrictStr | None = Field(None, json_schema_extra={"x-translate": "advisory"})
+    prompt_cache_key: StrictStr | None = Field(None, json_schema_extra={"x-translate": "advisory"})
+    prompt_cache_retention: StrictStr | None = Field(None, json_schema_extra={"x-translate": "advisory"})
+    prompt_cache_options: dict[str, Any] | None = Field(None, json_schema_extra={"x-translate": "advisory"})
+    service_tier: StrictStr | None = Field(None, json_schema_extra={"x-translate": "advisory"})
+    top_logprobs: StrictInt | None = Field(None, ge=0, json_schema_extra={"x-translate": {"inert": 0}}, le=20)
     """
     A responses upstream only (0 goes anywhere).
     """
-    prompt: dict[str, Any] | None = None
+    prompt: dict[str, Any] | None = Field(None, json_schema_extra={"x-translate": "extra"})
     """
     A stored prompt template; a responses upstream only.
     """
-    moderation: dict[str, Any] | None = None
+    moderation: dict[str, Any] | None = Field(None, json_schema_extra={"x-translate": "extra"})
     """
     A responses upstream only.
     """
-    context_management: list[dict[str, Any]] | None = None
+    context_management: list[dict[str, Any]] | None = Field(None, json_schema_extra={"x-translate": "extra"})
     """
     A responses upstream only.
     """
@@ -1084,151 +1090,157 @@ class ChatCompletionRequest(StrictModel):
     model_config = ConfigDict(
         extra="allow",
     )
-    model: StrictStr = None
+    model: StrictStr = Field(None, json_schema_extra={"x-translate": "canonical"})
     """
     A model id or an alias from GET /v1/models. Optional: the key's routing decides when absent.
     """
-    messages: list[ChatMessage] = Field(..., min_length=1)
+    messages: list[ChatMessage] = Field(..., json_schema_extra={"x-translate": "canonical"}, min_length=1)
     """
     Required and non-empty; an empty or missing list is a 400.
     """
-    max_completion_tokens: StrictFloat | None = Field(None, ge=1.0, le=2147483647.0, multiple_of=1.0)
+    max_completion_tokens: StrictFloat | None = Field(
+        None, ge=1.0, json_schema_extra={"x-translate": "canonical"}, le=2147483647.0, multiple_of=1.0
+    )
     """
     Upper bound on the generated tokens, the newer OpenAI name for max_tokens. Send one of the two. A chat upstream gets max_completion_tokens for a reasoning model, else max_tokens.
     """
-    max_tokens: StrictFloat | None = Field(None, ge=1.0, le=2147483647.0, multiple_of=1.0)
+    max_tokens: StrictFloat | None = Field(
+        None, ge=1.0, json_schema_extra={"x-translate": "canonical"}, le=2147483647.0, multiple_of=1.0
+    )
     """
     Upper bound on the tokens the model may generate. Send this or max_completion_tokens, not both.
     """
-    temperature: StrictFloat | None = None
+    temperature: StrictFloat | None = Field(None, json_schema_extra={"x-translate": "canonical"})
     """
     Sampling temperature, usually between 0 and 2.
     """
-    top_p: Any = None
+    top_p: Any = Field(None, json_schema_extra={"x-translate": "canonical"})
     """
     Nucleus sampling, a number between 0 and 1. Read when it is a number; any other value is ignored.
     """
-    stop: Any = None
+    stop: Any = Field(None, json_schema_extra={"x-translate": "canonical"})
     """
     A string or a list of strings that end the answer. Read when it is one of those; any other value is ignored.
     """
-    seed: Any = None
+    seed: Any = Field(None, json_schema_extra={"x-translate": "canonical"})
     """
     Best-effort determinism, an integer. Read when it is a whole number; any other value is ignored.
     """
-    stream: StrictBool | None = None
+    stream: StrictBool | None = Field(None, json_schema_extra={"x-translate": "canonical"})
     """
     Default false. When true the answer is a stream of chat.completion.chunk events, then [DONE].
     """
-    stream_options: StreamOptions | None = None
+    stream_options: StreamOptions | None = Field(None, json_schema_extra={"x-translate": "canonical"})
     """
     With include_usage true, a last chunk with empty choices carries the usage. The gateway sets the upstream's own stream options.
     """
-    tools: list[Any] | None = None
+    tools: list[Any] | None = Field(None, json_schema_extra={"x-translate": "canonical"})
     """
     Function tools are translated for any upstream (a cache_control on a tool is read as its cache mark); other tools reach a chat upstream only. Never validated here.
     """
-    tool_choice: Any = None
+    tool_choice: Any = Field(None, json_schema_extra={"x-translate": "canonical"})
     """
     auto, none, required, or a named function; other forms reach a chat upstream only. Never validated here.
     """
-    parallel_tool_calls: StrictBool | None = None
+    parallel_tool_calls: StrictBool | None = Field(None, json_schema_extra={"x-translate": "advisory"})
     """
     False allows at most one tool call; translated for every upstream.
     """
-    functions: list[Any] | None = None
+    functions: list[Any] | None = Field(None, json_schema_extra={"x-translate": "extra"})
     """
     Deprecated; read as function tools.
     """
-    function_call: Any = None
+    function_call: Any = Field(None, json_schema_extra={"x-translate": "extra"})
     """
     Deprecated; none, auto or {name} are read as the tool choice.
     """
-    response_format: dict[str, Any] | None = None
+    response_format: dict[str, Any] | None = Field(None, json_schema_extra={"x-translate": "canonical"})
     """
     {type: json_schema, json_schema: {name, schema, strict, description}} or {type: json_object} is structured output, translated for every upstream; {type: text} is the default. Another type reaches a chat upstream only.
     """
-    reasoning_effort: StrictStr | None = None
+    reasoning_effort: StrictStr | None = Field(None, json_schema_extra={"x-translate": "canonical"})
     """
     The request's effort; routing reads it, and a reasoning model gets the effort in its upstream's words.
     """
-    n: StrictInt | None = Field(None, ge=1, le=128)
+    n: StrictInt | None = Field(None, ge=1, json_schema_extra={"x-translate": {"inert": 1}}, le=128)
     """
     How many choices to generate. Only 1 is served; more is a 400.
     """
-    logit_bias: dict[str, Any] | None = None
+    logit_bias: dict[str, Any] | None = Field(None, json_schema_extra={"x-translate": {"inert": {}}})
     """
     Token id to bias; chat upstreams only.
     """
-    logprobs: StrictBool | None = None
+    logprobs: StrictBool | None = Field(None, json_schema_extra={"x-translate": {"inert": False}})
     """
     Chat upstreams only (false is the default and goes anywhere).
     """
-    top_logprobs: StrictInt | None = Field(None, ge=0, le=20)
+    top_logprobs: StrictInt | None = Field(None, ge=0, json_schema_extra={"x-translate": {"inert": 0}}, le=20)
     """
     Chat upstreams only.
     """
-    frequency_penalty: StrictFloat | None = Field(None, ge=-2.0, le=2.0)
+    frequency_penalty: StrictFloat | None = Field(
+        None, ge=-2.0, json_schema_extra={"x-translate": {"inert": 0}}, le=2.0
+    )
     """
     Chat upstreams only (0 is the default and goes anywhere).
     """
-    presence_penalty: StrictFloat | None = Field(None, ge=-2.0, le=2.0)
+    presence_penalty: StrictFloat | None = Field(None, ge=-2.0, json_schema_extra={"x-translate": {"inert": 0}}, le=2.0)
     """
     Chat upstreams only (0 is the default and goes anywhere).
     """
-    audio: dict[str, Any] | None = None
+    audio: dict[str, Any] | None = Field(None, json_schema_extra={"x-translate": "extra"})
     """
     Audio output parameters; chat upstreams only.
     """
-    modalities: list[StrictStr] | None = None
+    modalities: list[StrictStr] | None = Field(None, json_schema_extra={"x-translate": {"inert": ["text"]}})
     """
     Output modalities; ["text"] goes anywhere, anything else to chat upstreams only.
     """
-    prediction: dict[str, Any] | None = None
+    prediction: dict[str, Any] | None = Field(None, json_schema_extra={"x-translate": "advisory"})
     """
     Predicted output (a latency hint); left out for other upstreams.
     """
-    web_search_options: dict[str, Any] | None = None
+    web_search_options: dict[str, Any] | None = Field(None, json_schema_extra={"x-translate": "extra"})
     """
     Chat upstreams only.
     """
-    verbosity: StrictStr | None = None
+    verbosity: StrictStr | None = Field(None, json_schema_extra={"x-translate": {"inert": "medium"}})
     """
     low, medium or high; chat upstreams only (medium goes anywhere).
     """
-    moderation: dict[str, Any] | None = None
+    moderation: dict[str, Any] | None = Field(None, json_schema_extra={"x-translate": "extra"})
     """
     Chat upstreams only.
     """
-    store: StrictBool | None = None
+    store: StrictBool | None = Field(None, json_schema_extra={"x-translate": {"inert": False}})
     """
     Chat upstreams only (false goes anywhere).
     """
-    metadata: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = Field(None, json_schema_extra={"x-translate": "advisory"})
     """
     Advisory; left out for other upstreams.
     """
-    user: StrictStr | None = None
+    user: StrictStr | None = Field(None, json_schema_extra={"x-translate": "advisory"})
     """
     Advisory (deprecated by OpenAI for safety_identifier and prompt_cache_key).
     """
-    safety_identifier: StrictStr | None = None
+    safety_identifier: StrictStr | None = Field(None, json_schema_extra={"x-translate": "advisory"})
     """
     Advisory; left out for other upstreams.
     """
-    service_tier: StrictStr | None = None
+    service_tier: StrictStr | None = Field(None, json_schema_extra={"x-translate": "advisory"})
     """
     Advisory; left out for other upstreams.
     """
-    prompt_cache_key: StrictStr | None = None
+    prompt_cache_key: StrictStr | None = Field(None, json_schema_extra={"x-translate": "advisory"})
     """
     Advisory; left out for other upstreams.
     """
-    prompt_cache_retention: StrictStr | None = None
+    prompt_cache_retention: StrictStr | None = Field(None, json_schema_extra={"x-translate": "advisory"})
     """
     Advisory (deprecated by OpenAI for prompt_cache_options); left out for other upstreams.
     """
-    prompt_cache_options: dict[str, Any] | None = None
+    prompt_cache_options: dict[str, Any] | None = Field(None, json_schema_extra={"x-translate": "advisory"})
     """
     Advisory; left out for other upstreams.
     """

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from datamodel_code_generator import InputFileType
 
-from generator import codegen, reference, spec
+from generator import codegen, reference, spec, translation
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -21,6 +21,7 @@ def render(root: Path = ROOT) -> dict[Path, str]:
     doc = spec.bundle(specs)
     ops = spec.operations(doc)
     spec.check_handlers(ops, root / "handlers" / "endpoints")
+    translation.check(doc)
     config_schema = spec.load_yaml(specs / "config.schema.yaml")
     return {
         root / "openapi.json": codegen.openapi_json(doc),

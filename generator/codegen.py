@@ -59,8 +59,9 @@ def _null_only_where_declared(node: Any) -> Any:
 def _not_null(prop: dict[str, Any]) -> dict[str, Any]:
     if "nullable" in prop:
         return prop
-    if "$ref" in prop:  # a $ref takes no siblings in OpenAPI 3.0; allOf carries the flag
-        return {"allOf": [prop], "nullable": False}
+    if "$ref" in prop:  # a $ref takes no siblings in OpenAPI 3.0; allOf carries the flag and the x- marks
+        marks = {k: v for k, v in prop.items() if k.startswith("x-")}
+        return {"allOf": [{"$ref": prop["$ref"]}], "nullable": False, **marks}
     return {**prop, "nullable": False}
 
 
@@ -71,6 +72,7 @@ def pydantic_models(schema: dict[str, Any], file_type: InputFileType, name: str)
         schema = _null_only_where_declared(schema)
         # Strict everywhere: JSON types are not coerced (no "5" for 5, no 5 for a date-time string).
         options["base_class"] = "generated.base.StrictModel"
+        options["field_extra_keys"] = {"x-translate"}  # read by the formats' vocabularies (generator/translation.py)
     out = generate(
         json.dumps(schema),
         input_file_type=file_type,

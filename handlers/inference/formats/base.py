@@ -4,17 +4,49 @@ As the caller's format it parses the request body into the canonical Request and
 or streamed) back. As an upstream's format it renders the canonical Request into that upstream's body and reads the
 upstream's answer and stream events back into canonical. An upstream kind is then a transport plus one format.
 
-Each format module (chat, messages, responses) satisfies these Protocols with module-level names, so the relay and
-the upstreams hold a format as a typed value rather than as an untyped module.
+Each format package (chat, messages, responses) has the same modules: request (the caller's body into canonical),
+answer and stream (canonical into the caller's JSON and events), upstream (canonical into the upstream's body),
+reader (the upstream's answer and events into canonical) and vocabulary (the format's words: id prefix, stop reasons,
+tool-choice words, usage, and its field rules read from the spec). The package satisfies WireFormat with its
+module-level names, and FORMATS holds the three by name.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from handlers.errors import ApiError
-from handlers.inference.canonical import Answer, Event, Request, Result
+from handlers.inference.canonical import Answer, Event, Format, Request, Result
+
+
+@dataclass(frozen=True, slots=True)
+class FieldRules:
+    """How a format's request fields travel to an upstream of another format (the spec's x-translate marks, read by
+    fields.rules). A declared field the Request does not model is Request.extra: carried where the upstream's format
+    has a word for it, and refused by name elsewhere, unless it is advisory or set to its inert value."""
+
+    modelled: frozenset[str]  # read into the canonical Request, or owned by the gateway (stream)
+    advisory: frozenset[str]  # a hint or a label: another format may leave it out
+    inert: Mapping[str, Any]  # with this value the field asks for nothing
+    extra: frozenset[str]  # every declared field not modelled: Request.extra when sent ("reasoning.summary" inside)
+
+    def droppable(self, field: str, value: Any) -> bool:
+        """Whether an extra field may be left out for an upstream of another format."""
+        return value is None or field in self.advisory or (field in self.inert and value == self.inert[field])
+
+
+@dataclass(frozen=True, slots=True)
+class Vocabulary:
+    """A format's own words for what every format has, as other modules need to say them."""
+
+    name: Format
+    kind: str  # the upstream kind that speaks it natively, as refusals name it
+    id_prefix: str  # of an answer's id, before its decision id (chatcmpl-, msg_, resp_)
+    output_field: str  # where its callers ask for structured output
+    stop_field: str  # where its callers give stop sequences
+    fields: FieldRules
 
 
 class StreamRenderer(Protocol):
@@ -85,6 +117,17 @@ class UpstreamFormat(Protocol):
 
     @property
     def UpstreamReader(self) -> UpstreamReaderFactory: ...
+
+
+class WireFormat(CallerFormat, UpstreamFormat, Protocol):
+    """A format package (chat, messages, responses): both directions, and its vocabulary."""
+
+    VOCABULARY: Vocabulary
+
+
+# Every format by its name, filled by handlers/inference/formats/__init__.py, which runs before any module of the
+# formats is imported: so it is complete wherever it is read.
+FORMATS: dict[Format, WireFormat] = {}
 
 
 class UpstreamFault(Exception):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import importlib
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -18,7 +17,6 @@ from handlers.inference.canonical import (
     Finish,
     FinishReason,
     Format,
-    Message,
     Request,
     Text,
     TextDelta,
@@ -32,7 +30,7 @@ from handlers.inference.canonical import (
     Usage,
     UsageReport,
 )
-from handlers.inference.formats.base import UpstreamFault, UpstreamOptions
+from handlers.inference.formats.base import FORMATS, UpstreamFault, UpstreamOptions
 
 DONE = b"data: [DONE]\n\n"
 
@@ -97,20 +95,12 @@ def passthrough_body(request: Request, spec_model: type[BaseModel], model: str, 
 
 def refuse_untranslatable(request: Request, kind: str, carried: Iterable[str] = ()) -> None:
     """Fields of the caller's format that canonical does not carry (Request.extra), going to an upstream of another
-    kind: one the caller's format calls ADVISORY (metadata, user, ...) or that this upstream's format `carried` in its
-    own words is fine to leave out, one set to its INERT value means nothing, any other is a 400 naming it."""
-    advisory, inert = _caller_rules(request.format)
+    kind: one the caller's format marks advisory, one set to its inert value, or one this upstream's format `carried`
+    in its own words is fine to leave out; any other is a 400 naming it."""
+    rules = FORMATS[request.format].VOCABULARY.fields
     for field, value in request.extra.items():
-        if value is None or field in advisory or field in carried or (field in inert and value == inert[field]):
-            continue
-        raise unsupported(field, kind)
-
-
-def _caller_rules(fmt: Format) -> tuple[frozenset[str], Mapping[str, Any]]:
-    """A format's ADVISORY fields and INERT values. Looked up when needed: the format modules are peers that import
-    this one."""
-    module = importlib.import_module(f"handlers.inference.formats.{fmt}")
-    return getattr(module, "ADVISORY", frozenset()), getattr(module, "INERT", {})
+        if field not in carried and not rules.droppable(field, value):
+            raise unsupported(field, kind)
 
 
 def json_object(data: str) -> dict[str, Any]:
@@ -236,11 +226,6 @@ TEXT_PARTS: Mapping[str, PartReader] = {"text": text_part}
 def join_system(parts: Iterable[str | None]) -> str | None:
     """System texts in order, one blank line apart; blank ones contribute nothing, and none at all is None."""
     return "\n\n".join(part for part in parts if part and part.strip()) or None
-
-
-def conversation(messages: list[Message], param: str) -> list[Message]:
-    # A system-only conversation is the upstream's to judge (OpenAI answers it; Anthropic refuses it).
-    return messages
 
 
 def role_error(role: Any, where: str, allowed: Iterable[str]) -> ApiError:

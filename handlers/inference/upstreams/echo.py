@@ -25,7 +25,7 @@ from handlers.inference.canonical import (
     Usage,
     UsageReport,
 )
-from handlers.inference.formats.base import Traits
+from handlers.inference.formats.base import FORMATS, Traits
 from handlers.inference.formats.common import refuse_untranslatable
 from handlers.inference.upstreams.base import PLAIN, Upstream
 
@@ -53,13 +53,10 @@ class EchoUpstream(Upstream):
         yield UsageReport(_usage(request, words))
 
 
-_OUTPUT_FIELDS = {"chat": "response_format", "responses": "text.format", "messages": "output_config.format"}
-
-
 def _refuse_what_it_cannot_do(request: Request) -> None:
     refuse_untranslatable(request, "echo")
     if request.output is not None:
-        raise unsupported(_OUTPUT_FIELDS[request.format], "echo", "it answers in plain text")
+        raise unsupported(FORMATS[request.format].VOCABULARY.output_field, "echo", "it answers in plain text")
 
 
 def _answer(request: Request) -> tuple[list[str], FinishReason]:

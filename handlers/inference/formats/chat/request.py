@@ -22,17 +22,16 @@ from handlers.inference.canonical import (
     ToolChoice,
     ToolResult,
 )
+from handlers.inference.formats.chat.vocabulary import VOCABULARY
 from handlers.inference.formats.common import (
     OPENAI_CHOICES,
     PartReader,
     blocks,
     cache_control,
-    conversation,
     effort,
     function_tool,
     join_system,
     json_text,
-    known_fields,
     opt_bool,
     opt_float,
     opt_int,
@@ -46,23 +45,8 @@ from handlers.inference.formats.common import (
     whole,
 )
 
-# The fields canonical carries in Request's own fields, or the gateway owns (streaming); every other field this
-# format defines is Request.extra.
-_CANONICAL = frozenset({
-    "model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "stop", "seed", "stream",
-    "stream_options", "tools", "tool_choice", "response_format", "reasoning_effort",
-})  # fmt: skip
-# Extra fields another provider can do without: they change no answer (parallel_tool_calls is already in the
-# canonical ToolChoice; prediction is a latency hint).
-ADVISORY = frozenset({
-    "user", "metadata", "service_tier", "safety_identifier", "prompt_cache_key", "prompt_cache_retention",
-    "prompt_cache_options", "parallel_tool_calls", "prediction",
-})  # fmt: skip
-# Extra fields' values that ask for nothing beyond the default, so they go anywhere.
-INERT: Mapping[str, Any] = {
-    "n": 1, "logprobs": False, "top_logprobs": 0, "frequency_penalty": 0, "presence_penalty": 0, "logit_bias": {},
-    "store": False, "modalities": ["text"], "verbosity": "medium",
-}  # fmt: skip
+# Declared fields the Request does not model: Request.extra (the spec's x-translate marks).
+_EXTRA = VOCABULARY.fields.extra
 _SYSTEM_ROLES = frozenset({"system", "developer"})
 _LIMITS = ("max_tokens", "max_completion_tokens")
 
@@ -73,8 +57,7 @@ def parse(body: ChatCompletionRequest) -> Request:
     tools = _tools(body)
     choice, legacy_choice = _choice(body)
     sent = _sent(body)
-    declared = known_fields(ChatCompletionRequest)
-    extra = {key: value for key, value in sent.items() if key in declared and key not in _CANONICAL}
+    extra = {key: value for key, value in sent.items() if key in _EXTRA}
     if body.functions is not None:
         extra.pop("functions", None)  # read as tools
     if legacy_choice:
@@ -173,7 +156,7 @@ def _conversation(messages: list[ChatMessage]) -> tuple[str | None, list[Text] |
         if reader is None:
             raise role_error(message.role, where, ("system", "developer", *_ROLES))
         out.append(reader(message, where))
-    return join_system(system), parts if as_parts else None, conversation(out, "messages")
+    return join_system(system), parts if as_parts else None, out
 
 
 def _texts(message: ChatMessage, where: str) -> list[Text]:

@@ -6,7 +6,7 @@ from typing import Any
 
 from handlers.errors import ApiError
 from handlers.inference.canonical import Answer, Event, Request, TextDelta, ThinkingDelta, ToolCallDelta, ToolCallStart
-from handlers.inference.formats.chat.answer import FINISH_REASONS, THINKING_GAP, usage
+from handlers.inference.formats.chat.vocabulary import FINISH_REASONS, THINKING_GAP, VOCABULARY, usage
 from handlers.inference.formats.common import DONE, StreamState, sse
 
 
@@ -16,7 +16,7 @@ class StreamRenderer(StreamState):
     def __init__(self, answer: Answer, request: Request) -> None:
         super().__init__()
         self._head = {
-            "id": f"chatcmpl-{answer.decision_id}",
+            "id": VOCABULARY.id_prefix + answer.decision_id,
             "object": "chat.completion.chunk",
             "created": answer.created,
             "model": answer.model,

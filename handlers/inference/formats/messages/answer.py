@@ -1,31 +1,24 @@
-"""The answer as a Messages caller gets it: a whole message, or its event stream."""
+"""The answer as a Messages caller gets it whole: a message."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from handlers.errors import ApiError
 from handlers.inference.canonical import (
     Answer,
     Block,
-    Event,
     FinishReason,
     Request,
     Result,
     Text,
-    TextDelta,
     Thinking,
-    ThinkingDelta,
     ToolCall,
-    ToolCallDelta,
-    ToolCallStart,
     Unknown,
-    Usage,
-    UsageReport,
 )
-from handlers.inference.formats.common import StreamState, sse, tool_input
+from handlers.inference.formats.common import tool_input
 from handlers.inference.formats.messages.vocabulary import (
     STOP_REASONS,
+    VOCABULARY,
     text_block,
     thinking_block,
     tool_use_block,
@@ -36,14 +29,14 @@ from handlers.inference.formats.messages.vocabulary import (
 def render(result: Result, answer: Answer, request: Request) -> dict[str, Any]:
     content = [block for b in result.content if (block := _block(b)) is not None] or [text_block("")]
     return {
-        **_head(answer),
+        **head(answer),
         "content": content,
-        **_stop(result.finish_reason, result.stop_sequence),
+        **stop(result.finish_reason, result.stop_sequence),
         "usage": usage(result.usage),
     }
 
 
-def _stop(reason: FinishReason, sequence: str | None) -> dict[str, Any]:
+def stop(reason: FinishReason, sequence: str | None) -> dict[str, Any]:
     """stop_reason, and stop_sequence: the sequence matched (null when the upstream did not say which)."""
     return {
         "stop_reason": STOP_REASONS[reason],
@@ -51,8 +44,9 @@ def _stop(reason: FinishReason, sequence: str | None) -> dict[str, Any]:
     }
 
 
-def _head(answer: Answer) -> dict[str, Any]:
-    return {"id": f"msg_{answer.decision_id}", "type": "message", "role": "assistant", "model": answer.model}
+def head(answer: Answer) -> dict[str, Any]:
+    return {"id": VOCABULARY.id_prefix + answer.decision_id, "type": "message", "role": "assistant",
+            "model": answer.model}
 
 
 def _block(block: Block) -> dict[str, Any] | None:
@@ -67,110 +61,3 @@ def _block(block: Block) -> dict[str, Any] | None:
     if isinstance(block, Unknown) and block.format == "messages":
         return block.data
     return None
-
-
-class StreamRenderer(StreamState):
-    """message_start, content blocks one after another (start, deltas, stop), message_delta, message_stop.
-
-    message_start waits for the first event other than usage, so that it carries the input tokens of an upstream
-    that reports them before its content (Anthropic does); without them it carries the gateway's own count of the
-    prompt. The final counts come with message_delta.
-    """
-
-    def __init__(self, answer: Answer, request: Request) -> None:
-        super().__init__()
-        self._answer = answer
-        self._started = False
-        self._blocks = 0  # content blocks started so far
-        self._open: int | None = None  # the index of the block open now
-        self._text_open = False
-        self._thinking_open = False
-        self._signature = ""  # a thinking block's signature, told whole when the block closes
-        self._calls: dict[int, int] = {}  # canonical tool-call index -> content block index
-
-    def start(self) -> bytes:
-        return b""
-
-    def event(self, ev: Event) -> bytes:
-        return (b"" if isinstance(ev, UsageReport) else self._message_start()) + super().event(ev)
-
-    def _message_start(self) -> bytes:
-        if self._started:
-            return b""
-        self._started = True
-        message = {
-            **_head(self._answer),
-            "content": [],
-            "stop_reason": None,
-            "stop_sequence": None,
-            "usage": usage(self._early_usage()),
-        }
-        return _frame("message_start", {"message": message})
-
-    def _early_usage(self) -> Usage:
-        """What the upstream reported so far; an upstream that reports only at the end leaves the gateway's count."""
-        if self.usage.input_tokens is None and self._answer.input_estimate is not None:
-            return Usage(input_tokens=self._answer.input_estimate)
-        return self.usage
-
-    def finish(self) -> bytes:
-        # A message with no block at all gets an empty text block: clients read content[0].
-        out = self._message_start()
-        out += self._close() if self._blocks else self._begin(text_block("")) + self._close()
-        delta = _stop(self.reason, self.stop_sequence)
-        return out + _frame("message_delta", {"delta": delta, "usage": usage(self.usage)}) + _frame("message_stop", {})
-
-    def error(self, err: ApiError) -> bytes:
-        return self._message_start() + sse(err.body(), "error")
-
-    def on_text(self, ev: TextDelta) -> bytes:
-        if not ev.text:
-            return b""
-        out = b"" if self._text_open else self._begin(text_block(""))
-        self._text_open = True
-        return out + self._delta({"type": "text_delta", "text": ev.text})
-
-    def on_thinking(self, ev: ThinkingDelta) -> bytes:
-        """Consecutive pieces are one thinking block; redacted data is a block of its own, whole at its start."""
-        if ev.redacted is not None:
-            return self._begin({"type": "redacted_thinking", "data": ev.redacted}) + self._close()
-        if not ev.text and not ev.signature:
-            return b""  # what only another provider reads (encrypted content, item ids)
-        out = b"" if self._thinking_open else self._begin({"type": "thinking", "thinking": "", "signature": ""})
-        self._thinking_open = True
-        self._signature += ev.signature or ""
-        return out + (self._delta({"type": "thinking_delta", "thinking": ev.text}) if ev.text else b"")
-
-    def on_call_start(self, ev: ToolCallStart) -> bytes:
-        out = self._begin(tool_use_block(ev.id, ev.name, {}))
-        self._calls[ev.index] = self._blocks - 1
-        return out
-
-    def on_call_delta(self, ev: ToolCallDelta) -> bytes:
-        index = self._calls.get(ev.index)
-        if index is None or not ev.arguments:
-            return b""
-        return _frame(
-            "content_block_delta", {"index": index, "delta": {"type": "input_json_delta", "partial_json": ev.arguments}}
-        )
-
-    def _delta(self, delta: dict[str, Any]) -> bytes:
-        return _frame("content_block_delta", {"index": self._open, "delta": delta})
-
-    def _begin(self, block: dict[str, Any]) -> bytes:
-        out = self._close()
-        self._open = self._blocks
-        self._blocks += 1
-        return out + _frame("content_block_start", {"index": self._open, "content_block": block})
-
-    def _close(self) -> bytes:
-        if self._open is None:
-            return b""
-        # The SDKs take a signature_delta as the whole signature, so the pieces are told once, at the end.
-        out = self._delta({"type": "signature_delta", "signature": self._signature}) if self._signature else b""
-        index, self._open, self._text_open, self._thinking_open, self._signature = self._open, None, False, False, ""
-        return out + _frame("content_block_stop", {"index": index})
-
-
-def _frame(kind: str, data: dict[str, Any]) -> bytes:
-    return sse({"type": kind, **data}, kind)

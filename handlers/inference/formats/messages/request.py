@@ -31,7 +31,6 @@ from handlers.inference.formats.common import (
     PartReader,
     blocks,
     cache_control,
-    conversation,
     effort,
     function_tool,
     join_system,
@@ -44,13 +43,10 @@ from handlers.inference.formats.common import (
     tool_list,
     whole,
 )
-from handlers.inference.formats.messages.vocabulary import CHOICES, ROLES
+from handlers.inference.formats.messages.vocabulary import CHOICES, ROLES, VOCABULARY
 
-# Declared fields canonical does not model: Request.extra, for the rules of another kind (vocabulary.ADVISORY).
-_EXTRA_FIELDS = (
-    "top_k", "metadata", "service_tier", "cache_control", "container", "context_management", "inference_geo", "speed",
-    "diagnostics", "mcp_servers", "compaction", "thread", "fallbacks", "fallback_credit_token", "billing_policy",
-)  # fmt: skip
+# Declared fields the Request does not model: Request.extra (the spec's x-translate marks).
+_EXTRA_FIELDS = tuple(sorted(VOCABULARY.fields.extra))
 _OUTPUT_CONFIG_READ = frozenset({"effort", "format"})
 
 
@@ -148,7 +144,7 @@ def _conversation(messages: list[AnthropicMessage]) -> list[Message]:
     out: list[Message] = []
     for i, message in enumerate(messages):
         out.extend(_turn(ROLES[message.role], message.content, f"messages.{i}.content"))
-    return conversation(out, "messages")
+    return out
 
 
 def _turn(role: Role, content: Any, where: str) -> list[Message]:

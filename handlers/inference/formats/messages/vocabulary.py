@@ -7,6 +7,7 @@ import base64
 import binascii
 from typing import Any
 
+from generated.models import MessagesRequest
 from handlers.errors import unsupported
 from handlers.inference.canonical import (
     CacheMark,
@@ -17,9 +18,27 @@ from handlers.inference.canonical import (
     Thinking,
     Usage,
 )
+from handlers.inference.formats import fields
+from handlers.inference.formats.base import Vocabulary
 from handlers.inference.formats.common import ChoiceTable, count, present
 
-KIND = "anthropic"  # the upstream kind that speaks this format, as refusals name it
+VOCABULARY = Vocabulary(
+    name="messages",
+    kind="anthropic",
+    id_prefix="msg_",
+    output_field="output_config.format",
+    stop_field="stop_sequences",
+    fields=fields.rules(MessagesRequest),
+)
+KIND = VOCABULARY.kind
+# Going to another kind, an advisory field is left out: a hint, a label or an Anthropic-side feature whose absence
+# leaves the answer what the caller asked for (the code-execution container matters only to Anthropic's own tools,
+# which never reach another kind; the other kinds cache prompt prefixes by themselves). The spec marks them.
+ADVISORY = VOCABULARY.fields.advisory
+INERT = VOCABULARY.fields.inert
+
+STREAM_FIELDS: dict[str, Any] = {"stream": True}
+STREAM_END = "message_stop"
 
 STOP_REASONS = {
     FinishReason.STOP: "end_turn",
@@ -38,17 +57,6 @@ ROLES: dict[str, Role] = {"user": "user", "assistant": "assistant"}
 CHOICES: ChoiceTable = ({}, {"auto": "auto", "none": "none", "any": "required", "tool": "tool"})  # objects only
 # A canonical tool choice as Anthropic's tool_choice type.
 CHOICE_TYPES = {mode: word for word, mode in CHOICES[1].items()}
-
-# Fields of this format that canonical does not model (Request.extra). Going to another kind, an ADVISORY one is left
-# out: a hint, a label or an Anthropic-side feature whose absence leaves the answer what the caller asked for (the
-# code-execution container matters only to Anthropic's own tools, which never reach another kind; the other kinds
-# cache prompt prefixes by themselves). One set to its INERT value means nothing; any other is a 400 naming it
-# (top_k, inference_geo, mcp_servers, compaction, thread, a billing policy that bills someone else).
-ADVISORY = frozenset({
-    "metadata", "service_tier", "cache_control", "container", "context_management", "speed", "diagnostics",
-    "fallbacks", "fallback_credit_token",
-})  # fmt: skip
-INERT: dict[str, Any] = {"mcp_servers": [], "billing_policy": {"type": "billing_policy", "bill_to": "self"}}
 
 # Structured output asked in another format reaches an Anthropic upstream as a forced tool whose input is the answer.
 # The upstream's answer does not say which request it answers, so the tool is named with this reserved prefix, and a

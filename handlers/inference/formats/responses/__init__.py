@@ -1,15 +1,23 @@
 """OpenAI Responses, both ways: as callers send it (request in, response object or typed event stream out) and as an
 upstream speaks it (request out, response object or typed event stream in).
 
-request.py parses a caller's body, answer.py and stream.py render the answer for it; upstream.py renders a body for
-a responses-kind upstream and reader.py reads its answer back.
+request.py parses a caller's body; answer.py and stream.py render the answer for the caller; upstream.py renders
+the body a responses upstream gets; reader.py reads its answer back; vocabulary.py holds the words they share.
 """
 
-from handlers.inference.formats.responses.answer import STATUSES, render, response
+from handlers.inference.formats.responses.answer import render, response
 from handlers.inference.formats.responses.reader import UpstreamReader, upstream_result
-from handlers.inference.formats.responses.request import ADVISORY, INERT, parse
+from handlers.inference.formats.responses.request import parse
 from handlers.inference.formats.responses.stream import StreamRenderer
-from handlers.inference.formats.responses.upstream import STREAM_END, STREAM_FIELDS, upstream_body
+from handlers.inference.formats.responses.upstream import upstream_body
+from handlers.inference.formats.responses.vocabulary import (
+    ADVISORY,
+    INERT,
+    STATUSES,
+    STREAM_END,
+    STREAM_FIELDS,
+    VOCABULARY,
+)
 
 __all__ = [
     "ADVISORY",
@@ -17,6 +25,7 @@ __all__ = [
     "STATUSES",
     "STREAM_END",
     "STREAM_FIELDS",
+    "VOCABULARY",
     "StreamRenderer",
     "UpstreamReader",
     "parse",

@@ -16,18 +16,7 @@ from handlers.inference.canonical import (
     Unknown,
     Usage,
 )
-from handlers.inference.formats.common import count
-
-# Finish reason -> (status, incomplete_details).
-STATUSES: dict[FinishReason, tuple[str, dict[str, str] | None]] = {
-    FinishReason.STOP: ("completed", None),
-    FinishReason.STOP_SEQUENCE: ("completed", None),
-    FinishReason.LENGTH: ("incomplete", {"reason": "max_output_tokens"}),
-    FinishReason.TOOL_CALLS: ("completed", None),
-    FinishReason.CONTENT_FILTER: ("incomplete", {"reason": "content_filter"}),
-    FinishReason.UNKNOWN: ("completed", None),
-}
-
+from handlers.inference.formats.responses.vocabulary import STATUSES, VOCABULARY, render_usage
 
 def render(result: Result, answer: Answer, request: Request) -> dict[str, Any]:
     """The response object, echoing the request's settings as OpenAI does (instructions, temperature, tools...).
@@ -76,7 +65,7 @@ def response(
     """The Response object with every field the SDK's type requires; reason None means still in progress."""
     status, incomplete = ("in_progress", None) if reason is None else STATUSES[reason]
     body: dict[str, Any] = {
-        "id": f"resp_{answer.decision_id}",
+        "id": VOCABULARY.id_prefix + answer.decision_id,
         "object": "response",
         "created_at": answer.created,
         "status": status,
@@ -115,24 +104,6 @@ def _echo(request: Request) -> dict[str, Any]:
         if choice is not None and choice.parallel is not None:
             echo["parallel_tool_calls"] = choice.parallel
     return echo
-
-
-def render_usage(value: Usage) -> dict[str, Any]:
-    return {
-        "input_tokens": count(value.input_tokens),
-        "input_tokens_details": {
-            "cached_tokens": count(value.cached_input_tokens),
-            "cache_write_tokens": count(value.cache_write_tokens),
-        },
-        "output_tokens": count(value.output_tokens),
-        "output_tokens_details": {"reasoning_tokens": count(reasoning_tokens(value))},
-        "total_tokens": count(value.total_tokens),
-    }
-
-
-def reasoning_tokens(value: Usage) -> int | None:
-    """The reasoning part of the output tokens, once canonical.Usage carries it (it does not yet: None until then)."""
-    return getattr(value, "reasoning_tokens", None)
 
 
 # --- output items ---------------------------------------------------------------------------------------------------

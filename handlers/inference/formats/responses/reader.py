@@ -19,13 +19,12 @@ from handlers.inference.canonical import (
     ToolCallDelta,
     ToolCallStart,
     Unknown,
-    Usage,
     UsageReport,
 )
 from handlers.inference.formats.base import UpstreamFault
 from handlers.inference.formats.common import json_object, opt_int
+from handlers.inference.formats.responses.vocabulary import INCOMPLETE, read_usage
 
-_INCOMPLETE = {"max_output_tokens": FinishReason.LENGTH, "content_filter": FinishReason.CONTENT_FILTER}
 # Error codes of a failed response (ResponseError.code) that are the request's fault; the rest are the upstream's.
 _CALLER_CODES = frozenset({"bio_policy", "misalignment_policy_violation", "empty_image_file", "failed_to_download_image",
                            "unsupported_image_media_type", "data_residency_mismatch"})  # fmt: skip
@@ -83,22 +82,10 @@ def finish_reason(response: dict[str, Any], calls: bool) -> FinishReason:
     status = response.get("status")
     if status == "incomplete":
         reason = (response.get("incomplete_details") or {}).get("reason")
-        return _INCOMPLETE.get(_str(reason), FinishReason.UNKNOWN)
+        return INCOMPLETE.get(_str(reason), FinishReason.UNKNOWN)
     if status in ("completed", None):
         return FinishReason.TOOL_CALLS if calls else FinishReason.STOP
     return FinishReason.UNKNOWN
-
-
-def read_usage(raw: Any) -> Usage:
-    raw = raw if isinstance(raw, dict) else {}
-    given = raw.get("input_tokens_details") or {}
-    # output_tokens_details.reasoning_tokens is not read: canonical.Usage has no place for it yet.
-    return Usage(
-        input_tokens=opt_int(raw.get("input_tokens")),
-        output_tokens=opt_int(raw.get("output_tokens")),
-        cached_input_tokens=opt_int(given.get("cached_tokens")),
-        cache_write_tokens=opt_int(given.get("cache_write_tokens")),
-    )
 
 
 def fault(error: Any) -> UpstreamFault:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import mimetypes
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
-from generated.models import Input, Reasoning, ResponsesInputItem, ResponsesRequest, ResponsesTextConfig
+from generated.models import Input, ResponsesInputItem, ResponsesRequest, ResponsesTextConfig
 from handlers.errors import ApiError, bad_request
 from handlers.inference.canonical import (
     Block,
@@ -28,12 +28,10 @@ from handlers.inference.formats.common import (
     OPENAI_CHOICES,
     PartReader,
     blocks,
-    conversation,
     effort,
     function_tool,
     join_system,
     json_text,
-    known_fields,
     opt_float,
     other_tool,
     required_str,
@@ -43,33 +41,14 @@ from handlers.inference.formats.common import (
     tool_list,
     whole,
 )
+from handlers.inference.formats.responses.vocabulary import NESTED, VOCABULARY
 
 _ROLES: dict[str, Role] = {"user": "user", "assistant": "assistant"}
 _SYSTEM_ROLES = frozenset({"system", "developer"})
-# Declared fields the Request models (or the gateway owns: streaming); every other declared field is Request.extra.
-_MODELLED = frozenset({
-    "model", "input", "instructions", "max_output_tokens", "temperature", "top_p", "stream", "stream_options", "tools",
-    "tool_choice", "reasoning", "text",
-})  # fmt: skip
 _OUTPUT_TYPES = frozenset({"text", "json_object", "json_schema"})
-
-# Request.extra, rendered for an upstream of another format (common.refuse_untranslatable): fields safe to leave out
-# there (they identify, bill, cache or shape what only OpenAI adds to an answer, or are translated already) ...
-ADVISORY = frozenset({
-    "parallel_tool_calls", "include", "truncation", "max_tool_calls", "metadata", "user", "safety_identifier",
-    "prompt_cache_key", "prompt_cache_retention", "prompt_cache_options", "service_tier", "reasoning.summary",
-    "reasoning.generate_summary",
-})  # fmt: skip
-# ... and the values that ask for nothing. Any other extra field (prompt, moderation, context_management, a text.format
-# only OpenAI knows, verbosity low ...) is refused by name there.
-INERT: Mapping[str, Any] = {
-    "store": False,
-    "background": False,
-    "top_logprobs": 0,
-    "text.verbosity": "medium",
-    "reasoning.mode": "standard",
-    "reasoning.context": "auto",
-}
+# Declared fields the Request does not model: Request.extra (the spec's x-translate marks), at the top level and
+# inside the objects read field by field ("reasoning.summary").
+_EXTRA = VOCABULARY.fields.extra
 
 
 def parse(body: ResponsesRequest) -> Request:
@@ -144,13 +123,11 @@ def _extra(sent: dict[str, Any]) -> dict[str, Any]:
     """Declared fields the Request does not model, as sent; reasoning and text fields other than effort and format as
     "reasoning.summary", "text.verbosity"; a text.format only OpenAI knows as "text.format". Fields no spec declares
     are not here: they are dropped for every upstream (unless it sets passthrough)."""
-    extra = {
-        key: value for key, value in sent.items() if key in known_fields(ResponsesRequest) and key not in _MODELLED
-    }
-    for group, model, read in (("reasoning", Reasoning, "effort"), ("text", ResponsesTextConfig, "format")):
+    extra = {key: value for key, value in sent.items() if key in _EXTRA}
+    for group in NESTED:
         fields = sent.get(group)
         if isinstance(fields, dict):
-            extra |= {f"{group}.{k}": v for k, v in fields.items() if k in known_fields(model) and k != read}
+            extra |= {f"{group}.{k}": v for k, v in fields.items() if f"{group}.{k}" in _EXTRA}
     text_format = (sent.get("text") or {}).get("format")
     if isinstance(text_format, dict) and text_format.get("type") not in _OUTPUT_TYPES:
         extra["text.format"] = text_format
@@ -201,7 +178,7 @@ def _input(value: str | Input) -> tuple[list[str], list[Text] | None, list[Messa
             continue
         reader = _ITEMS.get(kind) if isinstance(kind, str) else None
         _append(out, reader(item, where) if reader else _unknown_item(item))
-    return system, parts if as_parts else None, conversation(out, "input")
+    return system, parts if as_parts else None, out
 
 
 def _append(out: list[Message], message: Message) -> None:

@@ -23,7 +23,7 @@ from handlers.inference.canonical import (
     ToolResult,
     Unknown,
 )
-from handlers.inference.formats.base import Traits, UpstreamOptions
+from handlers.inference.formats.base import FORMATS, Traits, UpstreamOptions
 from handlers.inference.formats.common import (
     OPENAI_CHOICES,
     as_data_url,
@@ -32,11 +32,8 @@ from handlers.inference.formats.common import (
     refuse_untranslatable,
 )
 from handlers.inference.formats.responses.answer import summary
+from handlers.inference.formats.responses.vocabulary import ENCRYPTED, KIND
 
-KIND = "responses"  # the upstream kind that speaks this format, as refusals name it
-STREAM_FIELDS: dict[str, Any] = {"stream": True}  # usage always comes with response.completed
-STREAM_END = "response.completed"
-ENCRYPTED = "reasoning.encrypted_content"
 
 _CHOICE_WORDS: dict[str, str] = {mode: word for word, mode in OPENAI_CHOICES[0].items()}
 # Fields of Chat Completions (Request.extra of a chat caller) that Responses names and means alike: carried over.
@@ -49,8 +46,6 @@ _SHARED = (
     "prompt_cache_retention",
     "verbosity",
 )
-# What each format calls the canonical fields Responses has no word for.
-_STOP_FIELD = {"chat": "stop", "messages": "stop_sequences"}
 
 
 def upstream_body(request: Request, model: str, options: UpstreamOptions, traits: Traits) -> dict[str, Any]:
@@ -125,7 +120,8 @@ def _carried(request: Request) -> dict[str, Any]:
 
 def _refuse_unsayable(request: Request) -> None:
     if request.stop:
-        raise unsupported(_STOP_FIELD.get(request.format, "stop"), KIND, "the Responses API has no stop sequences")
+        stop = FORMATS[request.format].VOCABULARY.stop_field
+        raise unsupported(stop, KIND, "the Responses API has no stop sequences")
     if request.seed is not None:
         raise unsupported("seed", KIND, "the Responses API takes no seed")
 

@@ -1,0 +1,110 @@
+"""Chat Completions as an upstream answers (OpenAI and the compatible servers): its chat.completion, or its chunk
+stream, into canonical."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from handlers.inference.canonical import (
+    Block,
+    Event,
+    Finish,
+    FinishReason,
+    Result,
+    Text,
+    TextDelta,
+    Thinking,
+    ThinkingDelta,
+    ToolCall,
+    ToolCallDelta,
+    ToolCallStart,
+    UsageReport,
+)
+from handlers.inference.formats.base import UpstreamFault
+from handlers.inference.formats.chat.vocabulary import FINISH_READ, read_usage
+from handlers.inference.formats.common import json_object
+
+
+def upstream_result(payload: dict[str, Any]) -> Result:
+    choices = payload.get("choices")
+    if not choices or not isinstance(choices[0], dict):
+        raise UpstreamFault(payload=payload) if payload.get("error") else UpstreamFault(what="answered without choices")
+    choice = choices[0]  # the only one: n > 1 is refused
+    message = choice.get("message") or {}
+    content: list[Block] = []
+    reasoning = _reasoning(message)
+    if reasoning:
+        content.append(Thinking(reasoning, format="chat"))
+    text = _text(message.get("content")) or message.get("refusal")
+    if text:
+        content.append(Text(text))
+    for tool_call in message.get("tool_calls") or []:
+        function = tool_call.get("function") or {}
+        content.append(ToolCall(tool_call.get("id") or "", function.get("name") or "", function.get("arguments") or ""))
+    return Result(
+        content=content,
+        finish_reason=FINISH_READ.get(str(choice.get("finish_reason")), FinishReason.UNKNOWN),
+        usage=read_usage(payload.get("usage")),
+        upstream_model=payload.get("model"),
+    )
+
+
+def _reasoning(fields: dict[str, Any]) -> str:
+    """The reasoning an answer shows outside the standard: reasoning_content (DeepSeek, vLLM) or reasoning."""
+    for key in ("reasoning_content", "reasoning"):
+        text = fields.get(key)
+        if isinstance(text, str) and text:
+            return text
+    return ""
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, list):  # some compatible servers answer with parts
+        return "".join(part.get("text") or "" for part in content if isinstance(part, dict))
+    return content if isinstance(content, str) else ""
+
+
+class UpstreamReader:
+    """Turns chat.completion.chunk events into canonical events, until [DONE]."""
+
+    def __init__(self) -> None:
+        self.done = False
+        self._started: set[int] = set()
+
+    def read(self, event: str, data: str) -> list[Event]:
+        if data.strip() == "[DONE]":
+            self.done = True
+            return []
+        chunk = json_object(data)
+        if chunk.get("error"):
+            raise UpstreamFault(payload=chunk)
+        events: list[Event] = []
+        for choice in chunk.get("choices") or []:
+            if choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta") or {}
+            reasoning = _reasoning(delta)
+            if reasoning:
+                events.append(ThinkingDelta(reasoning, format="chat"))
+            text = delta.get("content") or delta.get("refusal")
+            if text:
+                events.append(TextDelta(text))
+            for tool_call in delta.get("tool_calls") or []:
+                events.extend(self._tool_call(tool_call))
+            if choice.get("finish_reason"):
+                events.append(Finish(FINISH_READ.get(choice["finish_reason"], FinishReason.UNKNOWN)))
+        if chunk.get("usage"):
+            events.append(UsageReport(read_usage(chunk["usage"])))
+        return events
+
+    def _tool_call(self, tool_call: dict[str, Any]) -> list[Event]:
+        """The first delta of a call carries its id and name; later ones only argument text."""
+        index = tool_call.get("index", 0)
+        function = tool_call.get("function") or {}
+        events: list[Event] = []
+        if index not in self._started:
+            self._started.add(index)
+            events.append(ToolCallStart(index, tool_call.get("id") or f"call_{index}", function.get("name") or ""))
+        if function.get("arguments"):
+            events.append(ToolCallDelta(index, function["arguments"]))
+        return events
