@@ -10,7 +10,7 @@ from pathlib import Path
 
 from datamodel_code_generator import InputFileType
 
-from generator import codegen, reference, spec, translation
+from generator import codegen, kinds, reference, spec, translation
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -23,6 +23,7 @@ def render(root: Path = ROOT) -> dict[Path, str]:
     spec.check_handlers(ops, root / "handlers" / "endpoints")
     translation.check(doc)
     config_schema = spec.load_yaml(specs / "config.schema.yaml")
+    kinds.check(config_schema, root / "handlers" / "inference" / "upstreams")
     return {
         root / "openapi.json": codegen.openapi_json(doc),
         root / "generated" / "openapi.json": codegen.openapi_json(doc),  # the served copy, inside the package

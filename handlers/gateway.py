@@ -17,7 +17,7 @@ from handlers.administration.auth import KeyCache
 from handlers.inference.catalog import Catalog
 from handlers.inference.cooldown import Cooldowns, SharedCooldowns
 from handlers.inference.upstreams.base import Upstream
-from handlers.inference.upstreams.factory import build_upstream
+from handlers.inference.upstreams.registry import build_upstream
 from handlers.metering.ledger import Ledger
 from handlers.metering.meter import Meter
 from handlers.metering.ratelimit import Limiter, MemoryLimiter, RedisLimiter

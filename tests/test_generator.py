@@ -22,8 +22,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _copy_tree(tmp: Path) -> Path:
-    for part in ("specs", "handlers/endpoints"):
-        shutil.copytree(ROOT / part, tmp / part)
+    for part in ("specs", "handlers/endpoints", "handlers/inference/upstreams"):
+        shutil.copytree(ROOT / part, tmp / part, ignore=shutil.ignore_patterns("__pycache__"))
     return tmp
 
 
@@ -112,12 +112,37 @@ def test_schema_edit_changes_only_models_and_bundle(tmp_path: Path) -> None:
     before = {p.relative_to(root): t for p, t in gen.render(root).items()}
     chat = root / "specs/schemas/chat.yaml"
     doc = yaml.safe_load(chat.read_text())
-    doc["ChatCompletionRequest"]["properties"]["user"] = {"type": "string", "description": "An end-user id."}
+    doc["ChatCompletionRequest"]["properties"]["user"] = {"type": "string", "description": "An end-user id.",
+                                                           "x-translate": "advisory"}
     chat.write_text(yaml.safe_dump(doc, sort_keys=False))
     after = {p.relative_to(root): t for p, t in gen.render(root).items()}
     changed = sorted(str(p) for p in before if before[p] != after[p])
     assert changed == ["docs/api.md", "generated/models.py", "generated/openapi.json", "openapi.json"]
-    assert "user: StrictStr = None" in after[Path("generated/models.py")]
+    assert 'user: StrictStr = Field(None, json_schema_extra={"x-translate": "advisory"})' in after[
+        Path("generated/models.py")]
+
+
+def test_a_request_field_without_its_translation_rule_fails_naming_it(tmp_path: Path) -> None:
+    """A field added to a format's request must say how it travels to another format: no hand-kept list in the code
+    can forget it (it would be dropped silently for other kinds)."""
+    root = _copy_tree(tmp_path)
+    messages = root / "specs/schemas/messages.yaml"
+    doc = yaml.safe_load(messages.read_text())
+    doc["MessagesRequest"]["properties"]["brand_new"] = {"type": "string"}
+    messages.write_text(yaml.safe_dump(doc, sort_keys=False))
+    with pytest.raises(SpecError) as info:
+        gen.render(root)
+    assert "#/components/schemas/MessagesRequest/properties/brand_new: needs x-translate" in str(info.value)
+
+
+def test_an_upstream_kind_without_its_class_fails_naming_it(tmp_path: Path) -> None:
+    root = _copy_tree(tmp_path)
+    config = root / "specs/config.schema.yaml"
+    config.write_text(config.read_text().replace("enum: [openai, anthropic, responses, echo]",
+                                                 "enum: [openai, anthropic, responses, echo, carrier_pigeon]"))
+    with pytest.raises(SpecError) as info:
+        gen.render(root)
+    assert "upstream kind 'carrier_pigeon' has no class in handlers/inference/upstreams/registry.py" in str(info.value)
 
 
 def test_bad_yaml_names_the_file(tmp_path: Path) -> None:

@@ -24,7 +24,8 @@ from handlers.inference.canonical import (
 )
 from handlers.inference.upstreams import OpenAIUpstream, Timeouts, UpstreamError
 from handlers.inference.upstreams.base import Sizes
-from handlers.inference.upstreams.http import SseEvent, error_detail, iter_sse, retry_after
+from handlers.inference.upstreams.failures import error_detail, retry_after
+from handlers.inference.upstreams.sse import SseEvent, iter_sse
 from tests.fake_upstream import FakeUpstream
 from tests.upstream_support import (
     HELLO,

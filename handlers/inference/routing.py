@@ -20,7 +20,6 @@ from handlers.inference.canonical import Request
 from handlers.inference.catalog import Catalog, Model
 from handlers.store.base import Key
 
-EFFORT_TIERS = ("minimal", "low", "medium", "high")
 _EFFORT_WORDS = {"none": "minimal", "minimal": "minimal", "low": "low", "medium": "medium", "high": "high", "max": "high",
                  "xhigh": "high"}
 

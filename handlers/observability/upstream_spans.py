@@ -1,6 +1,6 @@
 """The client span of each upstream call, with OpenTelemetry's GenAI attributes, and the traceparent it sends.
 
-Loaded with handlers/observability/tracing.py, only when tracing is on. relay.attempt wraps each candidate's call
+Loaded with handlers/observability/tracing.py, only when tracing is on. Lifecycle.attempt wraps each candidate's call
 in UpstreamSpans.traced: a span starts before the call, as a child of the request's server span; while the call
 sends its request, the `traceparent` naming that span waits in a context variable for the upstream client's request
 hook (`propagate`, added by Tracing.instrument). A whole answer ends its span when it arrives; a stream's span ends
@@ -38,7 +38,6 @@ Call = Callable[[Upstream, Model], Awaitable[T]]
 # What an upstream call is, by the route of the request it serves (semantic conventions' names where they have one).
 OPERATIONS = {"/v1/chat/completions": "chat", "/v1/messages": "chat", "/v1/responses": "chat",
               "/v1/embeddings": "embeddings", "/v1/messages/count_tokens": "count_tokens"}
-SYSTEMS = {"openai": "openai", "responses": "openai", "anthropic": "anthropic"}  # by upstream kind; else the kind
 
 # The request being served: its server span (as a context) and its route.
 _request: contextvars.ContextVar[tuple[Context, str | None] | None] = contextvars.ContextVar(
@@ -92,7 +91,7 @@ class UpstreamSpans:
         request = _request.get()
         parent, route = request if request is not None else (None, None)
         operation = OPERATIONS.get(route or "") or ("embeddings" if plan.format == "embeddings" else "chat")
-        system = SYSTEMS.get(upstream.kind, upstream.kind)
+        system = upstream.system
         attributes = {"gen_ai.operation.name": operation, "gen_ai.system": system, "gen_ai.provider.name": system,
                       "gen_ai.request.model": model.name, "specway.model": model.id, "specway.upstream": upstream.name,
                       "specway.upstream.kind": upstream.kind, "specway.decision_id": plan.id}

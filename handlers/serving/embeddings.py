@@ -24,43 +24,27 @@ from handlers.inference.catalog import Model
 from handlers.inference.formats import embeddings as wire
 from handlers.inference.formats.embeddings import Embed
 from handlers.inference.routing import Candidate, Plan
-from handlers.inference.trace import Trace
 from handlers.inference.upstreams.base import Embedder
-from handlers.metering.meter import Hold
-from handlers.serving.relay import attempt, decision_headers, done, fail, nothing_left
+from handlers.inference.upstreams.registry import KINDS
+from handlers.serving.lifecycle import Lifecycle
 from handlers.store.base import Key
 
-EMBEDDING_KINDS = frozenset({"openai"})  # upstream kinds whose servers have /embeddings
 
 
 async def embed(principal: Principal, req: Embed) -> Response:
     gw = gateway.current()
-    trace = Trace()
     total, longest = wire.input_tokens(req)
-    plan = _route(gw, principal.key, req)
-    await gw.cooldowns.refresh(c.model.upstream for c in plan.candidates)
-    plan = routing.screen(plan, gw.cooldowns.remaining, longest)  # the window bounds each input, not their sum
-    hold: Hold | None = None
-    try:
-        if plan.refusal is not None:
-            raise plan.refusal
-        if not plan.runnable():
-            raise nothing_left(gw, plan)
-        hold = await gw.meter.admit_tokens(principal.key, [c.model for c in plan.runnable()], total, 0)
-        vectors, model = await attempt(gw, plan, trace, lambda up, m: cast(Embedder, up).embed(req, m.name))
-    except ApiError as err:
-        await fail(gw, plan, trace, hold, err)
-        raise
-    except BaseException:
-        await fail(gw, plan, trace, hold, ApiError(500, "internal_error", "failed"))
-        raise
-    charge = await gw.meter.settle(hold, model, vectors.usage, 0)
-    trace.usage, trace.cost, trace.usage_estimated = charge.usage, str(charge.cost), charge.estimated
-    trace.outcome = "ok"
-    done(gw, plan, trace)
+    # The window bounds each input, not their sum.
+    life = await Lifecycle.screened(gw, _route(gw, principal.key, req), longest)
+    async with life.failing():
+        models = life.runnable()
+        life.hold = await gw.meter.admit_tokens(principal.key, models, total, 0)
+        vectors, model = await life.attempt(lambda up, m: cast(Embedder, up).embed(req, m.name))
+    charge = await life.settle(model, vectors.usage, 0)
+    assert charge is not None  # embeddings always hold (nothing for a free model)
     # The name the caller used, unless a fallback's vectors answered: those belong to another model's space.
     named = req.model if gw.catalog.resolve(req.model) is model else model.id
-    return json_response(wire.render(vectors, named, charge.usage), headers=decision_headers(plan, trace, hold))
+    return json_response(wire.render(vectors, named, charge.usage), headers=life.headers())
 
 
 def _route(gw: gateway.Gateway, key: Key, req: Embed) -> Plan:
@@ -85,10 +69,10 @@ def _embedding_candidate(gw: gateway.Gateway, c: Candidate) -> Candidate:
 
 
 def _cannot_embed(gw: gateway.Gateway, model: Model) -> str | None:
-    kind = gw.upstreams[model.upstream].kind
-    if kind not in EMBEDDING_KINDS:
-        return (f"it is served by upstream {model.upstream!r} of kind {kind!r}, and embeddings are relayed to "
-                f"openai upstreams only")
+    upstream = gw.upstreams[model.upstream]
+    if not upstream.embeds:
+        return (f"it is served by upstream {model.upstream!r} of kind {upstream.kind!r}, and embeddings are relayed "
+                f"to {', '.join(k for k, c in KINDS.items() if c.embeds)} upstreams only")
     if not model.embeddings:
         return "it is not an embedding model (the catalog does not mark it `embeddings: true`)"
     return None

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from generated.config import ThinkingBudget, UpstreamSettings
 from handlers.errors import ApiError
 from handlers.inference.canonical import Answer, Event, Format, Request, Result
 
@@ -76,12 +77,20 @@ class CallerFormat(Protocol):
     def StreamRenderer(self) -> StreamRendererFactory: ...
 
 
+_UPSTREAM = UpstreamSettings.model_fields  # the configuration's defaults, never typed again here
+_BUDGETS = ThinkingBudget()
+
+
 @dataclass(frozen=True, slots=True)
 class UpstreamOptions:
     """What an upstream's configuration changes in the body rendered for it."""
 
-    default_max_tokens: int = 4096  # for formats where max_tokens is required (Messages)
-    passthrough: bool = False  # a same-format caller's fields that no format defines still reach this upstream
+    default_max_tokens: int = _UPSTREAM["default_max_tokens"].default  # where max_tokens is required (Messages)
+    passthrough: bool = _UPSTREAM["passthrough"].default  # a same-format caller's fields no format defines go too
+
+    @classmethod
+    def of(cls, settings: UpstreamSettings) -> UpstreamOptions:
+        return cls(default_max_tokens=settings.default_max_tokens, passthrough=settings.passthrough)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +98,7 @@ class Traits:
     """What the catalog says of the model a body is rendered for."""
 
     reasoning: bool = False  # takes an effort (reasoning_effort, thinking, reasoning.effort); max_completion_tokens
-    thinking_budgets: tuple[int, int, int] = (2048, 8192, 24576)  # Anthropic budget_tokens for low, medium, high
+    thinking_budgets: tuple[int, int, int] = (_BUDGETS.low, _BUDGETS.medium, _BUDGETS.high)  # for low, medium, high
 
 
 class UpstreamReader(Protocol):

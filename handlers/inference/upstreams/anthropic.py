@@ -6,21 +6,22 @@ from collections.abc import Mapping
 
 import httpx
 
+from generated.config import UpstreamSettings
 from handlers.inference.canonical import Request
-from handlers.inference.formats import messages
 from handlers.inference.formats.base import Traits, UpstreamOptions
+from handlers.inference.formats.messages.vocabulary import COUNTED_FIELDS
 from handlers.inference.upstreams.base import PLAIN, Pool, Sizes, Timeouts
-from handlers.inference.upstreams.http import DEFAULT_POOL, DEFAULT_SIZES, DEFAULT_TIMEOUTS, HttpUpstream
-
-# The fields of a Messages body that Anthropic's count_tokens defines (its own and its beta params); the others only
-# steer generation (max_tokens, temperature, metadata, container ...), change no count, and it refuses them.
-_COUNTED = frozenset({"model", "messages", "system", "thinking", "tool_choice", "tools", "cache_control", "output_config",
-                      "speed", "mcp_servers", "context_management", "compaction", "billing_policy"})
-
+from handlers.inference.upstreams.http import (
+    DEFAULT_OPTIONS,
+    DEFAULT_POOL,
+    DEFAULT_SIZES,
+    DEFAULT_TIMEOUTS,
+    HttpUpstream,
+)
 
 class AnthropicUpstream(HttpUpstream):
     kind = "anthropic"
-    format = messages
+    system = "anthropic"
     speaks = "messages"
     path = "/v1/messages"
     count_path = "/v1/messages/count_tokens"
@@ -35,15 +36,20 @@ class AnthropicUpstream(HttpUpstream):
         timeouts: Timeouts = DEFAULT_TIMEOUTS,
         sizes: Sizes = DEFAULT_SIZES,
         pool: Pool = DEFAULT_POOL,
-        default_max_tokens: int = 4096,
-        passthrough: bool = False,
-        anthropic_version: str = "2023-06-01",
+        default_max_tokens: int = DEFAULT_OPTIONS.default_max_tokens,
+        passthrough: bool = DEFAULT_OPTIONS.passthrough,
+        anthropic_version: str = UpstreamSettings.model_fields["anthropic_version"].default,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.anthropic_version = anthropic_version
         options = UpstreamOptions(default_max_tokens=default_max_tokens, passthrough=passthrough)
         super().__init__(name, base_url=base_url, api_key=api_key, headers=headers, timeouts=timeouts, sizes=sizes,
                          pool=pool, options=options, transport=transport)
+
+    @classmethod
+    def from_settings(cls, name: str, settings: UpstreamSettings) -> AnthropicUpstream:
+        return cls(name, **cls.transport_args(name, settings), default_max_tokens=settings.default_max_tokens,
+                   passthrough=settings.passthrough, anthropic_version=settings.anthropic_version)
 
     def auth_headers(self, api_key: str) -> dict[str, str]:
         return {"x-api-key": api_key}
@@ -55,7 +61,7 @@ class AnthropicUpstream(HttpUpstream):
         """The upstream's count of `request`'s input tokens for `model` (POST /v1/messages/count_tokens): the body a
         message request would carry, less what only generation reads, with the same headers (anthropic-beta ...)."""
         rendered = self.format.upstream_body(request, model, self.options, traits)
-        body = {name: value for name, value in rendered.items() if name in _COUNTED}
+        body = {name: value for name, value in rendered.items() if name in COUNTED_FIELDS}
         payload = await self.post_json(self.count_path, body, self._caller_headers(request))
         counted = payload.get("input_tokens")
         if not isinstance(counted, int) or isinstance(counted, bool) or counted < 0:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import abc
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import ClassVar, Literal, Protocol
 
+from generated.config import PoolSettings, TimeoutSettings, UpstreamSettings
 from handlers.inference.canonical import Event, Request, Result
 from handlers.inference.formats.base import Traits
 from handlers.inference.formats.embeddings import Embed, Vectors
@@ -17,19 +18,31 @@ PLAIN = Traits()  # a model the catalog says nothing special of
 FailureKind = Literal["timeout", "connect", "busy", "status", "protocol"]
 
 
+_UPSTREAM = UpstreamSettings.model_fields  # the configuration's defaults, never typed again here
+_TIMEOUTS, _POOL = TimeoutSettings(), PoolSettings()
+
+
 @dataclass(frozen=True, slots=True)
 class Timeouts:
-    connect: float = 5.0
-    read: float = 60.0
-    total: float = 300.0
+    connect: float = float(_TIMEOUTS.connect)
+    read: float = float(_TIMEOUTS.read)
+    total: float = float(_TIMEOUTS.total)
+
+    @classmethod
+    def of(cls, settings: TimeoutSettings) -> Timeouts:
+        return cls(connect=float(settings.connect), read=float(settings.read), total=float(settings.total))
 
 
 @dataclass(frozen=True, slots=True)
 class Sizes:
     """The most an upstream may send: a whole answer (a JSON body, or every byte of a stream), and one stream event."""
 
-    answer: int = 16 * 1024 * 1024
-    event: int = 8 * 1024 * 1024
+    answer: int = _UPSTREAM["max_answer_bytes"].default
+    event: int = _UPSTREAM["max_event_bytes"].default
+
+    @classmethod
+    def of(cls, settings: UpstreamSettings) -> Sizes:
+        return cls(answer=settings.max_answer_bytes, event=settings.max_event_bytes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,8 +50,12 @@ class Pool:
     """How many calls one upstream may have open at once in this process (each holds a connection for its whole
     life, a stream until it ends), and how long a call beyond them waits for one to end before it fails as busy."""
 
-    max_connections: int = 512
-    wait_seconds: float = 30.0
+    max_connections: int = _POOL.max_connections
+    wait_seconds: float = float(_POOL.wait_seconds)
+
+    @classmethod
+    def of(cls, settings: PoolSettings) -> Pool:
+        return cls(max_connections=settings.max_connections, wait_seconds=float(settings.wait_seconds))
 
 
 class UpstreamError(Exception):
@@ -81,12 +98,23 @@ class UpstreamError(Exception):
 
 
 class Upstream(abc.ABC):
-    """One configured upstream. Created once at startup; `aclose` at shutdown."""
+    """One configured upstream. Created once at startup (from_settings); `aclose` at shutdown.
 
-    kind: str
+    A kind declares its facts on its class: its name in the configuration's `kind` enum, the name OpenTelemetry's
+    GenAI conventions give its provider (gen_ai.system), and whether it answers POST /v1/embeddings. The registry
+    (upstreams/registry.py) builds each configured upstream by its kind."""
+
+    kind: ClassVar[str]
+    system: ClassVar[str]
+    embeds: ClassVar[bool] = False
 
     def __init__(self, name: str) -> None:
         self.name = name
+
+    @classmethod
+    @abc.abstractmethod
+    def from_settings(cls, name: str, settings: UpstreamSettings) -> Upstream:
+        """The upstream an entry of the configuration's `upstreams` describes."""
 
     @abc.abstractmethod
     async def complete(self, request: Request, model: str, traits: Traits = PLAIN) -> Result:

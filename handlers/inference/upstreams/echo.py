@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
+from generated.config import UpstreamSettings
 from handlers.errors import unsupported
 from handlers.inference.canonical import (
     Block,
@@ -32,6 +33,11 @@ from handlers.inference.upstreams.base import PLAIN, Upstream
 
 class EchoUpstream(Upstream):
     kind = "echo"
+    system = "echo"
+
+    @classmethod
+    def from_settings(cls, name: str, settings: UpstreamSettings) -> EchoUpstream:
+        return cls(name)
 
     async def complete(self, request: Request, model: str, traits: Traits = PLAIN) -> Result:
         _refuse_what_it_cannot_do(request)

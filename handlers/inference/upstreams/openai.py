@@ -2,21 +2,22 @@
 
 from __future__ import annotations
 
-from handlers.inference.formats import chat, embeddings
+from handlers.inference.formats import embeddings
 from handlers.inference.formats.base import UpstreamFault
 from handlers.inference.formats.embeddings import Embed, Vectors
 from handlers.inference.upstreams.http import HttpUpstream
 
 
 class OpenAIUpstream(HttpUpstream):
-    """Any OpenAI-compatible Chat Completions server; base_url includes /v1.
+    """Any OpenAI-compatible Chat Completions server; base_url includes /v1. It also answers embeddings.
 
     Takes HttpUpstream's arguments: (name, *, base_url, api_key=None, headers=None, timeouts=Timeouts(),
     sizes=Sizes(), pool=Pool(), options=UpstreamOptions(), transport=None).
     """
 
     kind = "openai"
-    format = chat
+    system = "openai"
+    embeds = True
     speaks = "chat"
     path = "/chat/completions"
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from handlers.inference.formats import responses
 from handlers.inference.upstreams.openai import OpenAIUpstream
 
 
@@ -16,6 +15,6 @@ class ResponsesUpstream(OpenAIUpstream):
     """
 
     kind = "responses"
-    format = responses
+    embeds = False  # its servers are not promised to have /embeddings
     speaks = "responses"
     path = "/responses"

@@ -39,6 +39,12 @@ INERT = VOCABULARY.fields.inert
 
 STREAM_FIELDS: dict[str, Any] = {"stream": True}
 STREAM_END = "message_stop"
+# The fields of a Messages body that Anthropic's count_tokens defines (its own and its beta params); the others only
+# steer generation (max_tokens, temperature, metadata, container ...), change no count, and it refuses them.
+COUNTED_FIELDS = frozenset({
+    "model", "messages", "system", "thinking", "tool_choice", "tools", "cache_control", "output_config", "speed",
+    "mcp_servers", "context_management", "compaction", "billing_policy",
+})  # fmt: skip
 
 STOP_REASONS = {
     FinishReason.STOP: "end_turn",

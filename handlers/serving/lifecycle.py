@@ -1,0 +1,175 @@
+"""One routed request's life, the same for every inference operation (chat, messages, responses, embeddings and
+token counts): plan, screen, hold, attempts, settle, record, metrics.
+
+The operation builds its Plan (routing), then a Lifecycle screens it (cooldowns, context windows) and carries it
+through: `failing()` wraps the work so that any failure releases the hold and records the decision; `attempt` tries
+the runnable candidates in order (fallback before the first byte only; only an upstream's transient failures count
+toward its cooldown); `settle` charges what was used and records the decision. A stream settles when it ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TypeVar
+
+from handlers import gateway
+from handlers.errors import ApiError
+from handlers.inference import routing
+from handlers.inference.canonical import Usage
+from handlers.inference.catalog import Model
+from handlers.inference.routing import Plan
+from handlers.inference.trace import Trace
+from handlers.inference.upstreams.base import Upstream, UpstreamError
+from handlers.metering.meter import Charge, Hold
+from handlers.observability import decisions, metrics, requestlog
+
+T = TypeVar("T")
+
+
+class Lifecycle:
+    """One request from its plan to its decision record. `inference` false (token counts): no inference metrics and
+    no usage rollup; `note` ends the record's explanation."""
+
+    def __init__(self, gw: gateway.Gateway, plan: Plan, *, inference: bool = True, note: str = "") -> None:
+        self.gw = gw
+        self.plan = plan
+        self.trace = Trace()
+        self.hold: Hold | None = None  # what metering held (its rate-limit headers with it)
+        self.limit_headers: dict[str, str] = {}  # the rate-limit headers of a request that holds nothing
+        self._inference = inference
+        self._note = note
+
+    @classmethod
+    async def screened(cls, gw: gateway.Gateway, plan: Plan, needed_tokens: int, **options: object) -> Lifecycle:
+        """The plan without the candidates whose upstream is cooling down or whose window is under `needed_tokens`."""
+        await gw.cooldowns.refresh(c.model.upstream for c in plan.candidates)
+        return cls(gw, routing.screen(plan, gw.cooldowns.remaining, needed_tokens), **options)  # type: ignore[arg-type]
+
+    def runnable(self, verb: str = "take") -> list[Model]:
+        """The models that may be tried, in order; routing's own refusal, or none left, is the caller's answer."""
+        if self.plan.refusal is not None:
+            raise self.plan.refusal
+        models = [c.model for c in self.plan.runnable()]
+        if not models:
+            raise nothing_left(self.gw, self.plan, verb)
+        return models
+
+    @contextlib.asynccontextmanager
+    async def failing(self) -> AsyncIterator[None]:
+        """Any failure inside ends the request: the hold released, the decision recorded, the headers added."""
+        try:
+            yield
+        except ApiError as err:
+            await self.fail(err)
+            raise
+        except BaseException:
+            await self.fail(ApiError(500, "internal_error", "failed"))
+            raise
+
+    async def attempt(self, call: Callable[[Upstream, Model], Awaitable[T]]) -> tuple[T, Model]:
+        """Try each runnable candidate in order until one answers. Any failure but the caller's own falls through to
+        the next (UpstreamError.falls_back); only an upstream's transient failures count toward its cooldown
+        (trips_cooldown). An upstream whose pool was full is not waited on twice for one request. Returns the answer
+        and the model that gave it; when every candidate failed, the last failure is the caller's answer."""
+        gw, trace = self.gw, self.trace
+        if gw.tracing is not None:  # telemetry on: each call in a client span (observability/upstream_spans.py)
+            call = gw.tracing.upstreams.traced(call, self.plan)
+        failed: tuple[UpstreamError, str] | None = None
+        busy: set[str] | None = None  # made only once a pool was found full
+        for cand in self.plan.runnable():
+            upstream = gw.upstreams[cand.model.upstream]
+            started = time.perf_counter()
+            try:
+                if busy and upstream.name in busy:
+                    raise UpstreamError("busy", f"upstream {upstream.name} had no free connection a moment ago; not "
+                                        "waited on again for this request", retry_after=1.0)
+                answer = await call(upstream, cand.model)
+            except UpstreamError as err:
+                trace.attempted(cand.model, started, err.status, err.kind, err.message)
+                if err.trips_cooldown and await gw.cooldowns.failed(upstream.name):
+                    metrics.COOLDOWNS.labels(upstream.name).inc()
+                if not err.falls_back:
+                    raise upstream_failure(err, upstream.name) from None
+                if err.kind == "busy":
+                    busy = (busy or set()) | {upstream.name}
+                failed = err, upstream.name
+                continue
+            await gw.cooldowns.succeeded(upstream.name)
+            trace.attempted(cand.model, started, 200)
+            trace.answered = cand.model
+            return answer, cand.model
+        if failed is not None:
+            raise upstream_failure(*failed) from None
+        raise ApiError(503, "no_upstream_available", "No upstream could take the request.")
+
+    async def settle(self, model: Model, usage: Usage | None, output_chars: int) -> Charge | None:
+        """The request is answered: charge what it used (nothing was held for a free or counted request), record."""
+        trace = self.trace
+        charge = None
+        if self.hold is not None:
+            charge = await self.gw.meter.settle(self.hold, model, usage, output_chars)
+            trace.usage, trace.cost, trace.usage_estimated = charge.usage, str(charge.cost), charge.estimated
+        if trace.outcome == "pending":  # a stream has said how it ended
+            trace.outcome = "ok"
+        self.done()
+        return charge
+
+    async def fail(self, err: ApiError) -> None:
+        self.trace.outcome = err.code
+        if self.hold is not None:
+            await self.gw.meter.release(self.hold)
+        self.done()
+        err.headers = {**err.headers, **self.headers()}
+
+    def done(self) -> None:
+        """The request is over: its decision record (usage counts inference only), its metrics, its log fields."""
+        plan, trace = self.plan, self.trace
+        record = decisions.record(plan, trace)
+        if self._note:
+            record["explanation"] += self._note
+        self.gw.recorder.add(record, counted=self._inference)
+        if self._inference:
+            metrics.observe(plan, trace, time.perf_counter() - trace.started)
+        u = trace.usage
+        requestlog.add(decision_id=plan.id, key_id=plan.key.id, format=plan.format,
+                       model=trace.answered.id if trace.answered else None, outcome=trace.outcome,
+                       input_tokens=u.input_tokens if u else None, output_tokens=u.output_tokens if u else None,
+                       cost=trace.cost, upstream_ms=trace.upstream_ms())
+
+    def headers(self) -> dict[str, str]:
+        """The decision's headers (and the hold's rate-limit headers) every answer carries."""
+        h = {**(self.hold.headers if self.hold else self.limit_headers), "x-specway-decision-id": self.plan.id}
+        if self.trace.answered is not None:
+            h["x-specway-model"] = self.trace.answered.id
+        return h
+
+
+def upstream_failure(err: UpstreamError, upstream: str) -> ApiError:
+    """An upstream failure, as the caller sees it. Never carries our upstream credentials."""
+    if err.caller_fault:
+        return ApiError(400, "upstream_rejected_request", f"The upstream rejected the request: {err.message}")
+    retry = {"retry-after": str(max(1, min(60, round(err.retry_after))))} if err.retry_after else None
+    if err.kind == "timeout":
+        return ApiError(504, "upstream_timeout", f"The upstream {upstream} did not answer in time.")
+    if err.kind == "connect":
+        return ApiError(503, "upstream_unavailable", f"The upstream {upstream} could not be reached.")
+    if err.kind == "busy":
+        return ApiError(503, "upstream_busy", f"The upstream {upstream} is busy: every connection the gateway may "
+                        "open to it is in use. Retry shortly.", headers=retry)
+    if err.status in (401, 403):
+        return ApiError(502, "upstream_auth_failed", f"The upstream {upstream} rejected the gateway's credentials.")
+    if err.status == 429:
+        return ApiError(503, "upstream_overloaded", f"The upstream {upstream} is rate limiting the gateway.",
+                        headers=retry)
+    return ApiError(502, "upstream_error", f"The upstream {upstream} failed: {err.message}")
+
+
+def nothing_left(gw: gateway.Gateway, plan: Plan, verb: str = "take") -> ApiError:
+    waits = [gw.cooldowns.remaining(c.model.upstream) for c in plan.candidates]
+    wait = min((w for w in waits if w > 0), default=0)
+    reasons = "; ".join(f"{c.model.id}: {c.reason}" for c in plan.candidates)
+    headers = {"retry-after": str(max(1, min(60, math.ceil(wait))))} if wait else None
+    return ApiError(503, "no_upstream_available", f"No candidate can {verb} the request ({reasons}).", headers=headers)
