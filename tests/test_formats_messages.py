@@ -224,7 +224,7 @@ def test_messages_parse_images_and_documents() -> None:
         Image(file_id="file_1"),
         Document(data="JVBERi0=", media_type="application/pdf", filename="Report"),
         Text("Q3 figures"),  # a document's context is more text for the model
-        Document(data="cGxhaW4gd29yZHM=", media_type="text/plain", cache=CacheMark("1h")),  # base64 of the text
+        Document(text="plain words", media_type="text/plain", cache=CacheMark("1h")),  # kept as text
         Document(url="https://x.test/a.pdf"),
         Document(file_id="file_2"),
         Unknown(content[-1], "messages"),  # a document made of blocks is Anthropic's own

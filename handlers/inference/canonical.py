@@ -6,6 +6,7 @@ Usage counts are optional on purpose: "not reported" (None) is not 0.
 
 from __future__ import annotations
 
+import base64
 import enum
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -52,7 +53,8 @@ class Image:
 
 @dataclass(slots=True)
 class Document:
-    """A file given to the model (a PDF, or plain text): base64 `data` with its media type, a URL, or a file id."""
+    """A file given to the model (a PDF, or plain text): base64 `data` with its media type, a plain `text`, a URL, or
+    a file id."""
 
     data: str | None = None
     media_type: str | None = None
@@ -60,6 +62,13 @@ class Document:
     filename: str | None = None
     file_id: str | None = None
     cache: CacheMark | None = None
+    text: str | None = None  # a plain-text document as text (Anthropic's text source), media type text/plain
+
+    def base64(self) -> str | None:
+        """The document's content as base64, for the formats that carry files only that way."""
+        if self.data is not None or self.text is None:
+            return self.data
+        return base64.b64encode(self.text.encode()).decode()
 
 
 @dataclass(slots=True)

@@ -233,10 +233,29 @@ def role_error(role: Any, where: str, allowed: Iterable[str]) -> ApiError:
 
 
 def required_str(obj: dict[str, Any], key: str, where: str) -> str:
+    """A field that must be a non-empty string; else a 400 naming it."""
     value = obj.get(key)
     if not isinstance(value, str) or not value:
         raise bad_request(f"{where}.{key} must be a non-empty string", f"{where}.{key}")
     return value
+
+
+def string_field(obj: dict[str, Any], key: str, where: str) -> str:
+    """A field that must be a string, empty or not; else a 400 naming it."""
+    value = obj.get(key)
+    if not isinstance(value, str):
+        raise bad_request(f"{where}.{key} must be a string", f"{where}.{key}")
+    return value
+
+
+def str_or_none(value: Any) -> str | None:
+    """An optional string nobody validated: a non-empty string, else None."""
+    return value if isinstance(value, str) and value else None
+
+
+def str_or_empty(value: Any) -> str:
+    """A string an upstream sent, or "" for anything else."""
+    return value if isinstance(value, str) else ""
 
 
 # --- tools ----------------------------------------------------------------------------------------------------------
@@ -354,10 +373,10 @@ _ON: dict[type, str] = {
 }
 
 
-# --- data URLs (appended: shared by the OpenAI formats, whose images and files travel as data URLs) ----------------
+# --- data URLs: how the OpenAI formats carry images and files inline -------------------------------------------------
 
 
-def split_data_url(url: str) -> tuple[str, str] | None:
+def read_data_url(url: str) -> tuple[str, str] | None:
     """A base64 data URL ("data:image/png;base64,AAAA") as (media type, base64 data); None for any other URL."""
     head, sep, data = url.partition(",")
     if not sep or not head.startswith("data:") or not head.endswith(";base64"):
@@ -365,12 +384,12 @@ def split_data_url(url: str) -> tuple[str, str] | None:
     return head.removeprefix("data:").removesuffix(";base64").split(";")[0], data
 
 
-def as_data_url(media_type: str | None, data: str) -> str:
+def write_data_url(media_type: str | None, data: str) -> str:
     """Base64 data as a data URL, the form OpenAI's image and file parts take."""
     return f"data:{media_type or 'application/octet-stream'};base64,{data}"
 
 
-def cache_control(raw: Any, at: str) -> CacheMark | None:
+def read_cache_control(raw: Any, at: str) -> CacheMark | None:
     """A cache_control as a cache mark: {"type": "ephemeral", "ttl"?: string}; anything else is a 400 naming it."""
     if raw is None:
         return None

@@ -27,7 +27,6 @@ from handlers.inference.formats.common import (
     OPENAI_CHOICES,
     PartReader,
     blocks,
-    cache_control,
     effort,
     function_tool,
     join_system,
@@ -37,6 +36,8 @@ from handlers.inference.formats.common import (
     opt_int,
     opt_str_list,
     other_tool,
+    read_cache_control,
+    read_data_url,
     required_str,
     role_error,
     text_part,
@@ -245,7 +246,7 @@ def cache_mark(obj: dict[str, Any], where: str) -> CacheMark | None:
     """A cache_control (Anthropic's words, which LiteLLM reads in chat): {"type": "ephemeral", "ttl"?}; or OpenAI's
     own breakpoint, {"mode": "explicit"}, whose lifetimes are not Anthropic's (it takes the default one)."""
     raw = obj.get("cache_control")
-    return _breakpoint(obj, where) if raw is None else cache_control(raw, f"{where}.cache_control")
+    return _breakpoint(obj, where) if raw is None else read_cache_control(raw, f"{where}.cache_control")
 
 
 def _breakpoint(obj: dict[str, Any], where: str) -> CacheMark | None:
@@ -279,7 +280,7 @@ def _image(part: dict[str, Any], where: str) -> list[Block]:
         raise bad_request(f"{at}.detail must be a string such as auto, low or high", f"{at}.detail")
     cache = cache_mark(part, where)
     if url.startswith("data:"):
-        media_type, data = data_url(url, f"{at}.url")
+        media_type, data = _data_url(url, f"{at}.url")
         return [Image(data=data, media_type=media_type, detail=detail, cache=cache)]
     return [Image(url=url, detail=detail, cache=cache)]
 
@@ -294,20 +295,19 @@ def _file(part: dict[str, Any], where: str) -> list[Block]:
         raise bad_request(f"{at}.filename must be a string", f"{at}.filename")
     cache = cache_mark(part, where)
     if spec.get("file_data") is not None:
-        media_type, data = data_url(required_str(spec, "file_data", at), f"{at}.file_data")
+        media_type, data = _data_url(required_str(spec, "file_data", at), f"{at}.file_data")
         return [Document(data=data, media_type=media_type, filename=filename, cache=cache)]
     if spec.get("file_id") is not None:
         return [Document(file_id=required_str(spec, "file_id", at), filename=filename, cache=cache)]
     raise bad_request(f"{at} must have file_data (a base64 data URL) or file_id", at)
 
 
-def data_url(url: str, param: str) -> tuple[str, str]:
+def _data_url(url: str, param: str) -> tuple[str, str]:
     """(media type, base64 data) of a data: URL; any other kind of data URL is a 400 naming `param`."""
-    head, comma, data = url.partition(",")
-    media_type, _, encoding = head.removeprefix("data:").partition(";")
-    if not comma or not data or not media_type or encoding != "base64":
+    parts = read_data_url(url)
+    if parts is None or not all(parts):
         raise bad_request(f"{param} must be a base64 data URL: data:<media type>;base64,<data>", param)
-    return media_type, data
+    return parts
 
 
 # input_audio (and any part type not here) stays Unknown: a chat upstream gets it, another kind refuses it.

@@ -31,6 +31,7 @@ from handlers.inference.formats.common import (
     passthrough_body,
     present,
     refuse_untranslatable,
+    write_data_url,
 )
 
 KIND = VOCABULARY.kind
@@ -164,17 +165,18 @@ def _image(block: Image) -> dict[str, Any]:
     if block.url is not None:
         url = block.url
     elif block.data is not None:
-        url = f"data:{block.media_type or 'application/octet-stream'};base64,{block.data}"
+        url = write_data_url(block.media_type, block.data)
     else:
         raise unsupported("image.file_id", KIND, "Chat Completions takes an image's URL or data, not a file id")
     return {"type": "image_url", "image_url": {"url": url, **present(detail=block.detail)}}
 
 
 def _document(block: Document, fmt: Format) -> dict[str, Any]:
-    if block.data is not None:
+    data = block.base64()
+    if data is not None:
         media_type = block.media_type or "application/pdf"
         name = block.filename or _FILENAMES.get(media_type, "document")
-        return {"type": "file", "file": {"filename": name, "file_data": f"data:{media_type};base64,{block.data}"}}
+        return {"type": "file", "file": {"filename": name, "file_data": write_data_url(media_type, data)}}
     if block.file_id is not None:
         if fmt != "responses":  # a Responses caller's file is an OpenAI file; another provider's is unknown here
             raise unsupported("document.file_id", KIND, "the file was uploaded to another provider")

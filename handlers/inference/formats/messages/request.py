@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +29,6 @@ from handlers.inference.canonical import (
 from handlers.inference.formats.common import (
     PartReader,
     blocks,
-    cache_control,
     effort,
     function_tool,
     join_system,
@@ -38,7 +36,9 @@ from handlers.inference.formats.common import (
     opt_int,
     opt_str_list,
     other_tool,
+    read_cache_control,
     required_str,
+    string_field,
     tool_choice,
     tool_list,
     whole,
@@ -174,11 +174,11 @@ def _part(part: Any, where: str) -> list[Block]:
 
 def cache_mark(part: dict[str, Any], where: str) -> CacheMark | None:
     """A block's cache_control as a cache mark; anything but {type: ephemeral, ttl?} is a 400 naming it."""
-    return cache_control(part.get("cache_control"), f"{where}.cache_control")
+    return read_cache_control(part.get("cache_control"), f"{where}.cache_control")
 
 
 def _text(part: dict[str, Any], where: str) -> list[Block]:
-    return [Text(_str(part, "text", where), cache_mark(part, where))]
+    return [Text(string_field(part, "text", where), cache_mark(part, where))]
 
 
 def _source(part: dict[str, Any], where: str) -> tuple[dict[str, Any], str]:
@@ -193,7 +193,8 @@ def _image(part: dict[str, Any], where: str) -> list[Block]:
     cache = cache_mark(part, where)
     at = f"{where}.source"
     if kind == "base64":
-        return [Image(data=_str(source, "data", at), media_type=required_str(source, "media_type", at), cache=cache)]
+        data, media_type = string_field(source, "data", at), required_str(source, "media_type", at)
+        return [Image(data=data, media_type=media_type, cache=cache)]
     if kind == "url":
         return [Image(url=required_str(source, "url", at), cache=cache)]
     if kind == "file":
@@ -202,16 +203,16 @@ def _image(part: dict[str, Any], where: str) -> list[Block]:
 
 
 def _document(part: dict[str, Any], where: str) -> list[Block]:
-    """A PDF or a plain text (kept as base64 text/plain data, so no format mistakes it for the prompt's own text).
+    """A PDF or a plain text (a document of its own, so no format mistakes it for the prompt's own text).
     A document's context is more text for the model; its citations setting means nothing without Anthropic."""
     source, kind = _source(part, where)
     at = f"{where}.source"
     title = part.get("title") if isinstance(part.get("title"), str) else None
     found: Document | None = None
     if kind == "base64":
-        found = Document(data=_str(source, "data", at), media_type=required_str(source, "media_type", at))
+        found = Document(data=string_field(source, "data", at), media_type=required_str(source, "media_type", at))
     elif kind == "text":
-        found = Document(data=base64.b64encode(_str(source, "data", at).encode()).decode(), media_type="text/plain")
+        found = Document(text=string_field(source, "data", at), media_type="text/plain")
     elif kind == "url":
         found = Document(url=required_str(source, "url", at))
     elif kind == "file":
@@ -230,11 +231,11 @@ def _thinking_part(part: dict[str, Any], where: str) -> list[Block]:
     another provider's reasoning: no provider can check it, so it belongs to none."""
     signature = part.get("signature")
     signature = signature if isinstance(signature, str) and signature else None
-    return [Thinking(_str(part, "thinking", where), signature=signature, format="messages" if signature else None)]
+    return [Thinking(string_field(part, "thinking", where), signature=signature, format="messages" if signature else None)]
 
 
 def _redacted_thinking(part: dict[str, Any], where: str) -> list[Block]:
-    return [Thinking("", redacted=_str(part, "data", where), format="messages")]
+    return [Thinking("", redacted=string_field(part, "data", where), format="messages")]
 
 
 def _tool_use(part: dict[str, Any], where: str) -> list[Block]:
@@ -253,13 +254,6 @@ def _tool_result(part: dict[str, Any], where: str) -> list[Block]:
     text = "".join(b.text for b in content if isinstance(b, Text))
     result = ToolResult(call_id, text, cache_mark(part, where), part.get("is_error") is True)
     return [result, *(b for b in content if not isinstance(b, Text))]
-
-
-def _str(obj: dict[str, Any], key: str, where: str) -> str:
-    value = obj.get(key)
-    if not isinstance(value, str):
-        raise bad_request(f"{where}.{key} must be a string", f"{where}.{key}")
-    return value
 
 
 _SYSTEM_PARTS: dict[str, PartReader] = {"text": _text}

@@ -28,7 +28,7 @@ from handlers.inference.formats.common import passthrough_body, present, refuse_
 from handlers.inference.formats.messages.vocabulary import (
     CHOICE_TYPES,
     KIND,
-    cache_control,
+    cache_control_field,
     document_block,
     image_block,
     output_tool_name,
@@ -172,7 +172,7 @@ def _upstream_tool(tool: Tool) -> dict[str, Any]:
         "name": tool.name,
         **present(description=tool.description),
         "input_schema": tool.parameters or _EMPTY_SCHEMA,
-        **cache_control(tool.cache),
+        **cache_control_field(tool.cache),
     }
 
 
@@ -279,7 +279,7 @@ def _tool_result(block: ToolResult) -> dict[str, Any]:
         "tool_use_id": block.tool_call_id,
         "content": block.content,
         **({"is_error": True} if block.is_error else {}),
-        **cache_control(block.cache),
+        **cache_control_field(block.cache),
     }
 
 

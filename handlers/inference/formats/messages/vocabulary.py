@@ -20,7 +20,7 @@ from handlers.inference.canonical import (
 )
 from handlers.inference.formats import fields
 from handlers.inference.formats.base import Vocabulary
-from handlers.inference.formats.common import ChoiceTable, count, present
+from handlers.inference.formats.common import ChoiceTable, count, present, read_data_url
 
 VOCABULARY = Vocabulary(
     name="messages",
@@ -111,7 +111,7 @@ def usage(value: Usage) -> dict[str, Any]:
 # --- block shapes ---------------------------------------------------------------------------------------------------
 
 
-def cache_control(mark: CacheMark | None) -> dict[str, Any]:
+def cache_control_field(mark: CacheMark | None) -> dict[str, Any]:
     """A block's cache_control field (none without a mark), to spread into the block."""
     if mark is None:
         return {}
@@ -119,12 +119,12 @@ def cache_control(mark: CacheMark | None) -> dict[str, Any]:
 
 
 def text_block(text: str, mark: CacheMark | None = None) -> dict[str, Any]:
-    return {"type": "text", "text": text, **cache_control(mark)}
+    return {"type": "text", "text": text, **cache_control_field(mark)}
 
 
 def tool_use_block(call_id: str, name: str, arguments: dict[str, Any], mark: CacheMark | None = None
                    ) -> dict[str, Any]:
-    return {"type": "tool_use", "id": call_id, "name": name, "input": arguments, **cache_control(mark)}
+    return {"type": "tool_use", "id": call_id, "name": name, "input": arguments, **cache_control_field(mark)}
 
 
 def thinking_block(block: Thinking) -> dict[str, Any] | None:
@@ -145,20 +145,22 @@ def image_block(block: Image) -> dict[str, Any]:
         source = {"type": "base64", "media_type": block.media_type or "image/png", "data": block.data}
     else:
         source = data_url_source(block.url or "") or {"type": "url", "url": block.url or ""}
-    return {"type": "image", "source": source, **cache_control(block.cache)}
+    return {"type": "image", "source": source, **cache_control_field(block.cache)}
 
 
 def document_block(block: Document) -> dict[str, Any]:
     """A document as Anthropic takes it: a PDF (base64 or URL) or plain text; the filename is its title."""
     if block.file_id is not None:
         raise unsupported("file_id", KIND, "a file uploaded to another provider is known only there")
-    if block.data is not None:
+    if block.text is not None:
+        source = {"type": "text", "media_type": "text/plain", "data": block.text}
+    elif block.data is not None:
         source = _document_data(block.data, block.media_type or "application/pdf")
     elif (inline := data_url_source(block.url or "")) is not None:
         source = _document_data(inline["data"], inline["media_type"])
     else:
         source = {"type": "url", "url": block.url}
-    return {"type": "document", "source": source, **present(title=block.filename), **cache_control(block.cache)}
+    return {"type": "document", "source": source, **present(title=block.filename), **cache_control_field(block.cache)}
 
 
 def _document_data(data: str, media_type: str) -> dict[str, Any]:
@@ -175,7 +177,5 @@ def _document_data(data: str, media_type: str) -> dict[str, Any]:
 
 def data_url_source(url: str) -> dict[str, Any] | None:
     """A base64 source from a `data:<media type>;base64,<data>` URL; None for any other URL."""
-    head, comma, data = url.partition(",")
-    if not (comma and head.startswith("data:") and head.endswith(";base64")):
-        return None
-    return {"type": "base64", "media_type": head.removeprefix("data:").removesuffix(";base64"), "data": data}
+    parts = read_data_url(url)
+    return None if parts is None else {"type": "base64", "media_type": parts[0], "data": parts[1]}

@@ -18,6 +18,7 @@ from handlers.inference.canonical import (
 )
 from handlers.inference.formats.responses.vocabulary import STATUSES, VOCABULARY, render_usage
 
+
 def render(result: Result, answer: Answer, request: Request) -> dict[str, Any]:
     """The response object, echoing the request's settings as OpenAI does (instructions, temperature, tools...).
 

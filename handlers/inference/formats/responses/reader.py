@@ -22,7 +22,7 @@ from handlers.inference.canonical import (
     UsageReport,
 )
 from handlers.inference.formats.base import UpstreamFault
-from handlers.inference.formats.common import json_object, opt_int
+from handlers.inference.formats.common import json_object, opt_int, str_or_empty
 from handlers.inference.formats.responses.vocabulary import INCOMPLETE, read_usage
 
 # Error codes of a failed response (ResponseError.code) that are the request's fault; the rest are the upstream's.
@@ -52,7 +52,7 @@ def _blocks(item: dict[str, Any]) -> list[Block]:
     if kind == "message":
         return [Text(text) for part in item.get("content") or [] if (text := _part_text(part))]
     if kind == "function_call":
-        return [ToolCall(_str(item.get("call_id")), _str(item.get("name")), _str(item.get("arguments")))]
+        return [ToolCall(str_or_empty(item.get("call_id")), str_or_empty(item.get("name")), str_or_empty(item.get("arguments")))]
     if kind == "reasoning":
         return [Thinking(_reasoning_text(item), encrypted=item.get("encrypted_content"), id=item.get("id"),
                          format="responses")]  # fmt: skip
@@ -63,7 +63,7 @@ def _part_text(part: Any) -> str:
     """An output_text part's text, or a refusal's words (what chat readers take as the answer too)."""
     if not isinstance(part, dict):
         return ""
-    return _str(part.get("text") if part.get("type") != "refusal" else part.get("refusal"))
+    return str_or_empty(part.get("text") if part.get("type") != "refusal" else part.get("refusal"))
 
 
 def _reasoning_text(item: dict[str, Any]) -> str:
@@ -74,15 +74,11 @@ def _reasoning_text(item: dict[str, Any]) -> str:
     return "\n\n".join(text for text in texts if text)
 
 
-def _str(value: Any) -> str:
-    return value if isinstance(value, str) else ""
-
-
 def finish_reason(response: dict[str, Any], calls: bool) -> FinishReason:
     status = response.get("status")
     if status == "incomplete":
         reason = (response.get("incomplete_details") or {}).get("reason")
-        return INCOMPLETE.get(_str(reason), FinishReason.UNKNOWN)
+        return INCOMPLETE.get(str_or_empty(reason), FinishReason.UNKNOWN)
     if status in ("completed", None):
         return FinishReason.TOOL_CALLS if calls else FinishReason.STOP
     return FinishReason.UNKNOWN
@@ -131,31 +127,31 @@ class UpstreamReader:
         if item.get("type") == "function_call":
             return self._call_start(index, item)
         if item.get("type") == "reasoning":  # a reasoning item opens; its id marks its thinking as OpenAI's own
-            return [ThinkingDelta(id=_str(item.get("id")) or None, format="responses")]
+            return [ThinkingDelta(id=str_or_empty(item.get("id")) or None, format="responses")]
         return []
 
     def _call_start(self, index: int, item: dict[str, Any]) -> list[Event]:
         self._calls[index] = False
-        events: list[Event] = [ToolCallStart(index, _str(item.get("call_id")), _str(item.get("name")))]
+        events: list[Event] = [ToolCallStart(index, str_or_empty(item.get("call_id")), str_or_empty(item.get("name")))]
         if item.get("arguments"):
             self._calls[index] = True
-            events.append(ToolCallDelta(index, _str(item["arguments"])))
+            events.append(ToolCallDelta(index, str_or_empty(item["arguments"])))
         return events
 
     def _text(self, payload: dict[str, Any]) -> list[Event]:
-        self._said.add(_str(payload.get("item_id")))
-        return [TextDelta(payload["delta"])] if _str(payload.get("delta")) else []
+        self._said.add(str_or_empty(payload.get("item_id")))
+        return [TextDelta(payload["delta"])] if str_or_empty(payload.get("delta")) else []
 
     def _arguments(self, payload: dict[str, Any]) -> list[Event]:
         index = _index(payload)
-        if index not in self._calls or not _str(payload.get("delta")):
+        if index not in self._calls or not str_or_empty(payload.get("delta")):
             return []
         self._calls[index] = True
         return [ToolCallDelta(index, payload["delta"])]
 
     def _summary(self, payload: dict[str, Any]) -> list[Event]:
         """A summary's text; a later summary part of the same item is one blank line after the one before."""
-        item_id, delta = _str(payload.get("item_id")), _str(payload.get("delta"))
+        item_id, delta = str_or_empty(payload.get("item_id")), str_or_empty(payload.get("delta"))
         part = opt_int(payload.get("summary_index")) or 0
         gap = "\n\n" if item_id in self._summaries and self._summaries[item_id] != part else ""
         self._summaries[item_id] = part
@@ -163,7 +159,7 @@ class UpstreamReader:
 
     def _reasoning(self, payload: dict[str, Any]) -> list[Event]:
         """Raw reasoning text, from servers that show it (gpt-oss behind vLLM ...)."""
-        return self._thinking(_str(payload.get("item_id")), _str(payload.get("delta")))
+        return self._thinking(str_or_empty(payload.get("item_id")), str_or_empty(payload.get("delta")))
 
     def _thinking(self, item_id: str, text: str) -> list[Event]:
         if not text:
@@ -173,11 +169,11 @@ class UpstreamReader:
 
     def _item_done(self, payload: dict[str, Any]) -> list[Event]:
         item, index = _item(payload), _index(payload)
-        kind, item_id = item.get("type"), _str(item.get("id"))
+        kind, item_id = item.get("type"), str_or_empty(item.get("id"))
         if kind == "function_call":
             events = [] if index in self._calls else self._call_start(index, item)
             if not self._calls[index] and item.get("arguments"):
-                events.append(ToolCallDelta(index, _str(item["arguments"])))
+                events.append(ToolCallDelta(index, str_or_empty(item["arguments"])))
             return events
         if kind == "reasoning":
             text = "" if item_id in self._said else _reasoning_text(item)

@@ -34,9 +34,10 @@ from handlers.inference.formats.common import (
     json_text,
     opt_float,
     other_tool,
+    read_data_url,
     required_str,
     role_error,
-    split_data_url,
+    str_or_none,
     tool_choice,
     tool_list,
     whole,
@@ -216,7 +217,7 @@ def _reasoning(item: ResponsesInputItem, where: str) -> Message:
     OpenAI; any other upstream leaves it out."""
     fields = item.model_extra or {}
     text = "\n\n".join(_texts(fields.get("summary")) or _texts(item.content))
-    thought = Thinking(text, encrypted=_str(fields.get("encrypted_content")), id=_str(fields.get("id")),
+    thought = Thinking(text, encrypted=str_or_none(fields.get("encrypted_content")), id=str_or_none(fields.get("id")),
                        format="responses")  # fmt: skip
     return Message("assistant", [thought])
 
@@ -239,10 +240,6 @@ def _texts(parts: Any) -> list[str]:
     if not isinstance(parts, list):
         return []
     return [part["text"] for part in parts if isinstance(part, dict) and isinstance(part.get("text"), str)]
-
-
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
 
 
 # --- content parts ------------------------------------------------------------------------------------------------
@@ -269,10 +266,10 @@ def _refusal(part: dict[str, Any], where: str) -> list[Block]:
 
 
 def _image(part: dict[str, Any], where: str) -> list[Block]:
-    detail, cache = _str(part.get("detail")), _cache(part)
-    url, file_id = _str(part.get("image_url")), _str(part.get("file_id"))
+    detail, cache = str_or_none(part.get("detail")), _cache(part)
+    url, file_id = str_or_none(part.get("image_url")), str_or_none(part.get("file_id"))
     if url is not None:
-        inline = split_data_url(url)
+        inline = read_data_url(url)
         if inline is not None:
             return [Image(data=inline[1], media_type=inline[0], detail=detail, cache=cache)]
         return [Image(url=url, detail=detail, cache=cache)]
@@ -282,10 +279,10 @@ def _image(part: dict[str, Any], where: str) -> list[Block]:
 
 
 def _file(part: dict[str, Any], where: str) -> list[Block]:
-    filename, cache = _str(part.get("filename")), _cache(part)
-    data, url, file_id = _str(part.get("file_data")), _str(part.get("file_url")), _str(part.get("file_id"))
+    filename, cache = str_or_none(part.get("filename")), _cache(part)
+    data, url, file_id = str_or_none(part.get("file_data")), str_or_none(part.get("file_url")), str_or_none(part.get("file_id"))
     if data is not None:
-        media_type, data = split_data_url(data) or (_guess_type(filename), data)
+        media_type, data = read_data_url(data) or (_guess_type(filename), data)
         return [Document(data=data, media_type=media_type, filename=filename, cache=cache)]
     if url is not None:
         return [Document(url=url, filename=filename, cache=cache)]

@@ -26,14 +26,13 @@ from handlers.inference.canonical import (
 from handlers.inference.formats.base import FORMATS, Traits, UpstreamOptions
 from handlers.inference.formats.common import (
     OPENAI_CHOICES,
-    as_data_url,
     passthrough_body,
     present,
     refuse_untranslatable,
+    write_data_url,
 )
 from handlers.inference.formats.responses.answer import summary
 from handlers.inference.formats.responses.vocabulary import ENCRYPTED, KIND
-
 
 _CHOICE_WORDS: dict[str, str] = {mode: word for word, mode in OPENAI_CHOICES[0].items()}
 # Fields of Chat Completions (Request.extra of a chat caller) that Responses names and means alike: carried over.
@@ -171,7 +170,7 @@ def _image(block: Image, caller: Format) -> dict[str, Any]:
     if block.file_id is not None:
         part["file_id"] = _openai_file(block.file_id, "image", caller)
     else:
-        part["image_url"] = as_data_url(block.media_type, block.data) if block.data is not None else block.url
+        part["image_url"] = write_data_url(block.media_type, block.data) if block.data is not None else block.url
     return part
 
 
@@ -179,8 +178,8 @@ def _file(block: Document, caller: Format) -> dict[str, Any]:
     part: dict[str, Any] = {"type": "input_file"}
     if block.file_id is not None:
         part["file_id"] = _openai_file(block.file_id, "document", caller)
-    elif block.data is not None:  # OpenAI wants a filename with inline data
-        part["file_data"] = as_data_url(block.media_type, block.data)
+    elif (data := block.base64()) is not None:  # OpenAI wants a filename with inline data
+        part["file_data"] = write_data_url(block.media_type, data)
         part["filename"] = block.filename or "document" + (mimetypes.guess_extension(block.media_type or "") or "")
     else:
         part["file_url"] = block.url
