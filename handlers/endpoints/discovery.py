@@ -6,6 +6,7 @@ from datetime import datetime
 
 from starlette.responses import Response
 
+from generated import errors as codes
 from handlers import gateway
 from handlers.administration import accounts as admin
 from handlers.administration.auth import Principal
@@ -58,7 +59,7 @@ async def get_model(principal: Principal, model_id: str) -> Response:
     for entry in _visible(principal):
         if entry["id"] == model_id:
             return json_response(entry)
-    raise not_found(f"No model or alias named {model_id!r} for this key.", code="model_not_found")
+    raise not_found(f"No model or alias named {model_id!r} for this key.", codes.MODEL_NOT_FOUND)
 
 
 async def get_key(principal: Principal) -> Response:
@@ -67,7 +68,7 @@ async def get_key(principal: Principal) -> Response:
     key = await gw.store.get_key(principal.key.id) or principal.key
     ws = await gw.store.get_workspace(key.workspace_id)
     if ws is None:
-        raise ApiError(401, "invalid_api_key", "The relay key's workspace no longer exists.")
+        raise ApiError(codes.INVALID_API_KEY, "The relay key's workspace no longer exists.")
     summary = {"id": ws.id, "name": ws.name, "credit": str(ws.credit), "reserved": str(ws.reserved)}
     shown = admin.key_out(key).model_dump()
     return json_response({**shown, "workspace": summary, "policy": key.policy or gw.config.default_policy})
@@ -81,5 +82,5 @@ async def explain_decision(principal: Principal, decision_id: str) -> Response:
     record = await gateway.current().recorder.get(decision_id)
     # Another workspace's decision is answered exactly like an unknown one: ids are not an oracle.
     if record is None or record.get("workspace_id") != principal.workspace_id:
-        raise not_found(f"No decision {decision_id!r} for this key's workspace.", code="decision_not_found")
+        raise not_found(f"No decision {decision_id!r} for this key's workspace.", codes.DECISION_NOT_FOUND)
     return json_response(record)
