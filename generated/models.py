@@ -326,9 +326,50 @@ class ErrorDetail(StrictModel):
     """
     invalid_request_error, authentication_error, billing_error, permission_error, not_found_error, request_too_large, rate_limit_error, api_error, overloaded_error or timeout_error.
     """
-    code: StrictStr
+    code: Literal[
+        "invalid_request",
+        "invalid_json",
+        "number_out_of_range",
+        "unsupported_parameter",
+        "unsupported_model",
+        "upstream_rejected_request",
+        "invalid_http",
+        "invalid_api_key",
+        "invalid_metrics_token",
+        "insufficient_credit",
+        "budget_exceeded",
+        "insufficient_scope",
+        "cannot_modify_self",
+        "model_not_allowed",
+        "model_not_found",
+        "workspace_not_found",
+        "key_not_found",
+        "policy_not_found",
+        "decision_not_found",
+        "not_found",
+        "method_not_allowed",
+        "header_timeout",
+        "body_timeout",
+        "request_too_large",
+        "unsupported_media_type",
+        "unsupported_content_encoding",
+        "rate_limit_exceeded",
+        "headers_too_large",
+        "client_closed_request",
+        "internal_error",
+        "upstream_auth_failed",
+        "upstream_error",
+        "store_unavailable",
+        "overloaded",
+        "upstream_unavailable",
+        "upstream_busy",
+        "upstream_overloaded",
+        "no_upstream_available",
+        "not_ready",
+        "upstream_timeout",
+    ]
     """
-    A stable machine-readable code, e.g. invalid_api_key, insufficient_scope, model_not_found.
+    A stable machine-readable code; `x-codes` gives each one's HTTP status, `type` and meaning, and each operation lists the codes it answers (`x-error-codes`).
     """
     message: StrictStr
     """

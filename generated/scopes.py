@@ -3,3 +3,9 @@
 
 SCOPES: tuple[str, ...] = ("inference", "models:read", "key:read", "explain:read", "workspace:admin", "admin")
 DEFAULT_SCOPES: tuple[str, ...] = ("inference", "models:read", "key:read", "explain:read")
+INFERENCE = "inference"
+MODELS_READ = "models:read"
+KEY_READ = "key:read"
+EXPLAIN_READ = "explain:read"
+WORKSPACE_ADMIN = "workspace:admin"
+ADMIN = "admin"

@@ -1,4 +1,4 @@
-"""python -m generator [--check]: specs/ -> openapi.json, generated/ (models, config, routes, scopes, paths),
+"""python -m generator [--check]: specs/ -> openapi.json, generated/ (models, config, routes, scopes, paths, errors),
 docs/configuration.md and docs/api.md."""
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ def render(root: Path = ROOT) -> dict[Path, str]:
     ops = spec.operations(doc)
     spec.check_handlers(ops, root / "handlers" / "endpoints")
     translation.check(doc)
+    codes = spec.error_codes(doc)
     config_schema = spec.load_yaml(specs / "config.schema.yaml")
     kinds.check(config_schema, root / "handlers" / "inference" / "upstreams")
     return {
@@ -33,8 +34,9 @@ def render(root: Path = ROOT) -> dict[Path, str]:
         root / "generated" / "routes.py": codegen.routes(ops),
         root / "generated" / "scopes.py": codegen.scopes(spec.scopes(doc, ops)),
         root / "generated" / "paths.py": codegen.paths(spec.path_patterns(doc)),
+        root / "generated" / "errors.py": codegen.errors(codes),
         root / "docs" / "configuration.md": codegen.configuration_md(config_schema),
-        root / "docs" / "api.md": reference.api_md(doc, codegen.HEADER),
+        root / "docs" / "api.md": reference.api_md(doc, codes, codegen.HEADER),
     }
 
 

@@ -1,13 +1,14 @@
 """docs/api.md, the API reference, from the bundled OpenAPI document: every operation with its scope, parameters,
-body, statuses and the error codes its responses name, then every schema with its fields."""
+body, statuses and the error codes it answers (x-error-codes), then every error code, then every schema with its
+fields."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
+from generator.spec import ErrorCode
+
 _METHODS = ("get", "post", "put", "patch", "delete")
-_CODE = re.compile(r"`([a-z]+(?:_[a-z]+)+)`")  # error codes are written `like_this` in response descriptions
 
 
 def _anchor(name: str) -> str:
@@ -19,6 +20,8 @@ def _one_line(text: str | None) -> str:
 
 
 def _type(schema: dict[str, Any]) -> str:
+    if "x-codes" in schema:
+        return "[error code](#error-codes)"
     if "$ref" in schema:
         name = schema["$ref"].rsplit("/", 1)[-1]
         return f"[{name}](#{_anchor(name)})"
@@ -49,7 +52,7 @@ def _fields(schema: dict[str, Any]) -> list[str]:
             for name, prop in schema.get("properties", {}).items()]
 
 
-def _operation(doc: dict[str, Any], path: str, method: str, op: dict[str, Any]) -> list[str]:
+def _operation(doc: dict[str, Any], codes: dict[str, ErrorCode], path: str, method: str, op: dict[str, Any]) -> list[str]:
     out = [f"### `{method.upper()} {path}`", "", _one_line(op.get("summary")), ""]
     if op.get("description"):
         out += [_one_line(op["description"]), ""]
@@ -66,34 +69,46 @@ def _operation(doc: dict[str, Any], path: str, method: str, op: dict[str, Any]) 
         body = _resolve(doc, body)
         for media, content in body.get("content", {}).items():
             out += [f"Body ({media}): {_type(content.get('schema', {}))}.", ""]
-    out += ["| status | description | body |", "|---|---|---|"]
-    codes: list[str] = []
+    out += ["| status | description | body | error codes |", "|---|---|---|---|"]
+    answered = [codes[name] for name in op.get("x-error-codes", [])]
     for status, response in sorted(op.get("responses", {}).items()):
         response = _resolve(doc, response)
         schemas = [_type(c["schema"]) for c in response.get("content", {}).values() if "schema" in c]
-        description = _one_line(response.get("description"))
-        codes += [c for c in _CODE.findall(description) if c not in codes]
-        out.append(f"| {status} | {description} | {', '.join(dict.fromkeys(schemas))} |")
+        named = ", ".join(f"`{c.name}`" for c in answered if str(c.status) == status)
+        out.append(f"| {status} | {_one_line(response.get('description'))} | {', '.join(dict.fromkeys(schemas))} "
+                   f"| {named} |")
     out.append("")
-    if codes:
-        out += ["Error codes named: " + ", ".join(f"`{c}`" for c in codes) + ".", ""]
     return out
 
 
-def api_md(doc: dict[str, Any], header: str) -> str:
+_CODES_INTRO = ("Every error answer is `{\"type\":\"error\",\"error\":{\"type\",\"code\",\"message\",\"param\"}}`; its `code` is "
+                "one of these, and each operation above lists the ones it answers. Those marked * are answered for no "
+                "operation (an unknown path or method, unreadable HTTP, a client that has left).")
+
+
+def _error_codes(codes: list[ErrorCode]) -> list[str]:
+    out = ["## Error codes", "", _CODES_INTRO, "", "| code | status | type | meaning |", "|---|---|---|---|"]
+    out += [f"| `{c.name}`{'' if c.per_operation else ' *'} | {c.status} | `{c.type}` | {_one_line(c.description)} |"
+            for c in codes]
+    return [*out, ""]
+
+
+def api_md(doc: dict[str, Any], codes: list[ErrorCode], header: str) -> str:
     info = doc.get("info", {})
     out = [f"<!-- {header} -->", f"# {info.get('title', 'API')} API reference ({info.get('version', '')})", "",
            (info.get("description") or "").strip(), "",
            "This page is generated from `specs/` with the bundled `openapi.json`; the spec is the authority.", ""]
     ops = [(path, method, item[method]) for path, item in doc.get("paths", {}).items()
            for method in _METHODS if method in item]
+    by_name = {c.name: c for c in codes}
     for tag in doc.get("tags", []):
         tagged = [o for o in ops if tag["name"] in o[2].get("tags", [])]
         if not tagged:
             continue
         out += [f"## {tag['name'].capitalize()}", "", _one_line(tag.get("description")), ""]
         for path, method, op in tagged:
-            out += _operation(doc, path, method, op)
+            out += _operation(doc, by_name, path, method, op)
+    out += _error_codes(codes)
     out += ["## Schemas", ""]
     for name, schema in doc.get("components", {}).get("schemas", {}).items():
         out += [f"### {name}", ""]

@@ -69,7 +69,45 @@ def bundle(specs: Path) -> dict[str, Any]:
     doc = {k: v for k, v in root.items() if k != "components"}
     doc["paths"] = paths
     doc["components"] = {"schemas": schemas, **root.get("components", {})}
+    _expand_error_codes(doc)
     return doc
+
+
+# Where the error codes are listed: ErrorDetail.code's x-codes (code -> status, type, description).
+CODES_AT = ("ErrorDetail", "properties", "code")
+CODES_WHERE = "components.schemas.ErrorDetail.properties.code.x-codes"
+
+
+def _code_table(doc: dict[str, Any]) -> dict[str, Any]:
+    node: Any = doc["components"]["schemas"]
+    for part in CODES_AT:
+        node = node.get(part, {}) if isinstance(node, dict) else {}
+    table = node.get("x-codes") if isinstance(node, dict) else None
+    return table if isinstance(table, dict) else {}
+
+
+def _flat(items: Any) -> list[Any]:
+    """An operation's x-error-codes, whose items may be lists (YAML aliases of shared lists), as one list."""
+    if not isinstance(items, list):
+        return [items]
+    return [leaf for item in items for leaf in _flat(item)]
+
+
+def _expand_error_codes(doc: dict[str, Any]) -> None:
+    """Write what the code table implies: ErrorDetail.code's enum, and each operation's x-error-codes as one flat
+    list in the table's order (unknown names kept at the end, for error_codes() to name)."""
+    table = _code_table(doc)
+    if not table:
+        return
+    code: dict[str, Any] = doc["components"]["schemas"][CODES_AT[0]]["properties"][CODES_AT[2]]
+    code["enum"] = list(table)
+    order = {name: i for i, name in enumerate(table)}
+    for item in doc["paths"].values():
+        for method in METHODS:
+            op = item.get(method) if isinstance(item, dict) else None
+            if isinstance(op, dict) and "x-error-codes" in op:
+                names = list(dict.fromkeys(n if isinstance(n, str) else repr(n) for n in _flat(op["x-error-codes"])))
+                op["x-error-codes"] = sorted(names, key=lambda n: order.get(n, len(order)))
 
 
 @dataclass(frozen=True)
@@ -163,14 +201,15 @@ class PathPattern:
 
 
 def path_patterns(doc: dict[str, Any]) -> list[PathPattern]:
-    """Every spec path as a pattern, in the spec's order. A parameter of `format: path` may span slashes."""
+    """Every spec path as a pattern, in the spec's order. A parameter of `format: path` may span slashes, or be
+    empty, as Starlette's path convertor (which routes the request) matches it."""
     out = []
     for path, item in doc["paths"].items():
         ops = [item[m] for m in METHODS if m in item]
         slashed = {p["name"] for op in ops for p in op.get("parameters", []) if p.get("schema", {}).get("format") == "path"}
         regex = re.escape(path)
         for name in re.findall(r"\{([^}]+)\}", path):
-            regex = regex.replace(re.escape("{" + name + "}"), ".+" if name in slashed else "[^/]+")
+            regex = regex.replace(re.escape("{" + name + "}"), ".*" if name in slashed else "[^/]+")
         methods = sorted(m.upper() for m in item if m in ("get", "put", "post", "delete", "patch"))
         out.append(PathPattern(path, f"^{regex}$", ", ".join(methods)))
     return out
@@ -205,3 +244,64 @@ def check_handlers(ops: list[Operation], endpoints: Path) -> None:
             problems.append(Problem(f"handlers/endpoints/{name}.py", f"function {fn} serves no operation in the spec"))
     if problems:
         raise SpecError(problems)
+
+
+@dataclass(frozen=True)
+class ErrorCode:
+    name: str
+    status: int
+    type: str  # the error type both SDK families read (ErrorDetail.type)
+    description: str
+    per_operation: bool  # False: answered before any operation is known, or to nobody; no operation lists it
+
+
+def _error_code(name: Any, entry: Any, problems: list[Problem]) -> ErrorCode | None:
+    where = f"{CODES_WHERE}.{name}"
+    if not isinstance(name, str) or not re.fullmatch(r"[a-z][a-z0-9]*(_[a-z0-9]+)*", name):
+        problems.append(Problem(where, "a code is a snake_case name"))
+        return None
+    if not isinstance(entry, dict):
+        problems.append(Problem(where, "must map status, type and description"))
+        return None
+    status, kind, text = entry.get("status"), entry.get("type"), entry.get("description")
+    unknown = sorted(set(entry) - {"status", "type", "description", "per_operation"})
+    bad = [f"unknown field {k!r}" for k in unknown]
+    bad += [] if isinstance(status, int) and 400 <= status <= 599 else ["status must be an HTTP error status (400-599)"]
+    bad += [] if isinstance(kind, str) and kind else ["type must be an error type (e.g. invalid_request_error)"]
+    bad += [] if isinstance(text, str) and text.strip() else ["description must say what the code means"]
+    bad += [] if isinstance(entry.get("per_operation", True), bool) else ["per_operation must be true or false"]
+    problems += [Problem(where, b) for b in bad]
+    if bad:
+        return None
+    return ErrorCode(name, status, kind, " ".join(text.split()), entry.get("per_operation", True))
+
+
+def error_codes(doc: dict[str, Any]) -> list[ErrorCode]:
+    """The code table, in its order; raises SpecError unless every entry is well formed, every operation lists only
+    known codes with a status it declares, and every code (per_operation) is listed by some operation."""
+    table = _code_table(doc)
+    problems = [] if table else [Problem(CODES_WHERE, "must map every error code to its status, type and description")]
+    codes = {c.name: c for name, entry in table.items() if (c := _error_code(name, entry, problems))}
+    listed: set[str] = set()
+    for path, item in doc["paths"].items():
+        for method in METHODS:
+            op = item.get(method)
+            if op is None:
+                continue
+            where = f"paths.{path}.{method}.x-error-codes"
+            declared = {str(s) for s in op.get("responses", {})}
+            for name in op.get("x-error-codes", []):
+                code = codes.get(name)
+                listed.add(name)
+                if code is None:
+                    known = name in table  # a malformed entry, already named above
+                    problems += [] if known else [Problem(where, f"unknown error code {name!r} (not in {CODES_WHERE})")]
+                elif not code.per_operation:
+                    problems.append(Problem(where, f"{name!r} is answered for no operation (per_operation: false)"))
+                elif str(code.status) not in declared:
+                    problems.append(Problem(where, f"{name!r} is a {code.status}, which the operation does not declare"))
+    problems += [Problem(f"{CODES_WHERE}.{c.name}", "no operation lists it in x-error-codes")
+                 for c in codes.values() if c.per_operation and c.name not in listed]
+    if problems:
+        raise SpecError(problems)
+    return list(codes.values())

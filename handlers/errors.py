@@ -11,46 +11,24 @@ from typing import Any
 import orjson
 import pydantic
 
-# HTTP status -> the error "type" both SDK families understand.
-_TYPES = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    402: "billing_error",
-    403: "permission_error",
-    404: "not_found_error",
-    405: "invalid_request_error",
-    406: "invalid_request_error",
-    409: "invalid_request_error",
-    413: "request_too_large",
-    415: "invalid_request_error",
-    429: "rate_limit_error",
-    500: "api_error",
-    502: "api_error",
-    503: "overloaded_error",
-    504: "timeout_error",
-}
+from generated import errors as codes
+from generated.errors import Code
 
 
 class ApiError(Exception):
-    def __init__(
-        self,
-        status: int,
-        code: str,
-        message: str,
-        *,
-        param: str | None = None,
-        headers: dict[str, str] | None = None,
-    ) -> None:
+    """An error answer, raised by its code's name: ApiError(codes.MODEL_NOT_FOUND, "No model ...", param="model").
+
+    The code fixes the status and the type (generated/errors.py, from specs/schemas/errors.yaml)."""
+
+    def __init__(self, code: Code, message: str, *, param: str | None = None,
+                 headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
-        self.status = status
-        self.code = code
+        self.status = code.status
+        self.code = code.name
+        self.type = code.type
         self.message = message
         self.param = param
         self.headers = headers or {}
-
-    @property
-    def type(self) -> str:
-        return _TYPES.get(self.status, "api_error" if self.status >= 500 else "invalid_request_error")
 
     def body(self) -> dict[str, Any]:
         return {
@@ -72,17 +50,17 @@ class StoreUnavailable(ApiError):
     Retry-After, never 500 (nor 401, for a key the gateway cannot look up). `reason` says what failed, for logs."""
 
     def __init__(self, reason: str = "") -> None:
-        super().__init__(503, "store_unavailable", "The gateway's store cannot be reached right now; retry shortly.",
+        super().__init__(codes.STORE_UNAVAILABLE, "The gateway's store cannot be reached right now; retry shortly.",
                          headers={"Retry-After": str(STORE_RETRY_AFTER)})
         self.reason = reason
 
 
-def bad_request(message: str, param: str | None = None, code: str = "invalid_request") -> ApiError:
-    return ApiError(400, code, message, param=param)
+def bad_request(message: str, param: str | None = None, code: Code = codes.INVALID_REQUEST) -> ApiError:
+    return ApiError(code, message, param=param)
 
 
-def not_found(message: str, code: str = "not_found", param: str | None = None) -> ApiError:
-    return ApiError(404, code, message, param=param)
+def not_found(message: str, code: Code, param: str | None = None) -> ApiError:
+    return ApiError(code, message, param=param)
 
 
 def validation_error(exc: pydantic.ValidationError) -> ApiError:
@@ -95,7 +73,7 @@ def validation_error(exc: pydantic.ValidationError) -> ApiError:
     loc = [str(p) for p in err["loc"] if not _is_union_branch(p)]
     param = ".".join(loc) or None
     if err["type"] == "json_invalid":
-        return bad_request(f"The body is not valid JSON: {err['msg']}.", code="invalid_json")
+        return bad_request(f"The body is not valid JSON: {err['msg']}.", code=codes.INVALID_JSON)
     if err["type"] == "model_type" and param is None:
         return bad_request("The body must be a JSON object.")
     if err["type"] == "missing":
@@ -112,5 +90,5 @@ def _is_union_branch(part: Any) -> bool:
 def unsupported(field: str, upstream_kind: str, why: str = "") -> ApiError:
     """A field the caller's format defines that the chosen upstream's kind cannot carry: refused, never dropped."""
     reason = f" ({why})" if why else ""
-    return ApiError(400, "unsupported_parameter",
-                    f"{field} cannot reach this model: its {upstream_kind} upstream has no way to take it{reason}.", param=field)
+    message = f"{field} cannot reach this model: its {upstream_kind} upstream has no way to take it{reason}."
+    return ApiError(codes.UNSUPPORTED_PARAMETER, message, param=field)

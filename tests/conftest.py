@@ -26,6 +26,7 @@ from handlers import config as config_mod
 from handlers.edge.app import create_app
 from handlers.gateway import Gateway
 from handlers.store.base import SCOPES
+from tests.error_codes_support import AuditErrors
 
 
 def in_ci() -> bool:
@@ -63,6 +64,7 @@ class Live:
     key: str
     gateway: Gateway
     loop: asyncio.AbstractEventLoop
+    audit: AuditErrors
     workspace_id: str = ""
     keys: dict[str, str] = field(default_factory=dict)
 
@@ -88,7 +90,7 @@ def serve(config: dict[str, Any] | None, tmp_path: Path) -> Iterator[Live]:
     data.setdefault("store", {"url": f"sqlite:///{tmp_path / 'specway.db'}"})
     cfg = config_mod.parse(data, "test config")
     gw = Gateway(cfg)
-    app = create_app(gateway=gw)
+    app = AuditErrors(create_app(gateway=gw))  # every error answer's code is checked against the spec
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on",
                                            loop="asyncio", http="httptools"))
@@ -100,7 +102,7 @@ def serve(config: dict[str, Any] | None, tmp_path: Path) -> Iterator[Live]:
         if time.monotonic() > deadline or not thread.is_alive():
             raise RuntimeError("the gateway did not start")
         time.sleep(0.02)
-    live = Live(url=f"http://127.0.0.1:{port}", key="", gateway=gw, loop=loop)
+    live = Live(url=f"http://127.0.0.1:{port}", key="", gateway=gw, loop=loop, audit=app)
     live.workspace_id = live.new_workspace("default")
     live.key = live.create_key()
     try:
@@ -108,6 +110,7 @@ def serve(config: dict[str, Any] | None, tmp_path: Path) -> Iterator[Live]:
     finally:
         server.should_exit = True
         thread.join(15)
+    assert not app.problems, "error codes the spec does not declare for the operation:\n" + "\n".join(app.problems)
 
 
 def spawn(config: Path, port: int, log: Path, *extra: str) -> tuple[subprocess.Popen[str], str]:

@@ -25,6 +25,7 @@ import yaml
 from generated import models
 from handlers.edge import paths
 from tests.conftest import Live, free_port, spawn, stop
+from tests.error_codes_support import problem
 from tests.fake_upstream import FakeUpstream
 
 TOKEN_ENV = "SPECWAY_TEST_METRICS_TOKEN"
@@ -93,6 +94,7 @@ def error_of(r: httpx.Response, status: int, code: str) -> models.ErrorDetail:
     assert r.status_code == status, r.text
     error = models.Error.model_validate(r.json()).error
     assert error.code == code, r.text
+    assert problem(r.request.method, r.request.url.path, r.status_code, r.content) is None  # declared for the op
     return error
 
 

@@ -12,6 +12,7 @@ import pytest
 from openai.types.responses import response_create_params
 from pydantic import TypeAdapter
 
+from generated import errors as codes
 from handlers.errors import ApiError
 from handlers.inference.canonical import (
     CacheMark,
@@ -407,7 +408,7 @@ def test_our_own_stream_reads_back_the_same() -> None:
 def test_the_sdk_raises_on_our_error_event() -> None:
     renderer = responses.StreamRenderer(ANSWER, parse("responses", {"input": "hi", "stream": True}))
     body = renderer.start() + renderer.event(ThinkingDelta("x", format="messages")) + renderer.error(
-        ApiError(502, "upstream_error", "boom"))  # fmt: skip
+        ApiError(codes.UPSTREAM_ERROR, "boom"))  # fmt: skip
     with pytest.raises(openai.APIError, match="boom"), openai_client(body).responses.stream(model="m", input="hi") as s:
         s.get_final_response()
 

@@ -15,6 +15,7 @@ import orjson
 import pytest
 from pydantic import TypeAdapter
 
+from generated import errors as codes
 from handlers.errors import ApiError
 from handlers.inference.canonical import (
     Event,
@@ -60,7 +61,7 @@ def failed_stream(fmt: str) -> bytes:
     return (
         renderer.start()
         + renderer.event(TextDelta("partial"))
-        + renderer.error(ApiError(502, "upstream_error", "boom"))
+        + renderer.error(ApiError(codes.UPSTREAM_ERROR, "boom"))
     )
 
 
@@ -232,7 +233,7 @@ def test_messages_stream_starts_with_the_input_tokens_an_upstream_reports_first(
     assert (final.stop_reason, final.stop_sequence, final.usage.output_tokens) == ("stop_sequence", "END", 6)
     renderer = messages.StreamRenderer(ANSWER, parse("messages", REQUESTS["messages"]))
     assert renderer.start() + renderer.event(UsageReport(Usage(1, 0))) == b""  # message_start waits for content
-    assert [e["type"] for e in events_of(renderer.error(ApiError(502, "upstream_error", "x")))] == [
+    assert [e["type"] for e in events_of(renderer.error(ApiError(codes.UPSTREAM_ERROR, "x")))] == [
         "message_start",
         "error",
     ]
@@ -285,7 +286,7 @@ def test_chat_stream_error() -> None:
     body = failed_stream("chat")
     assert frames(body)[-1] == (
         None,
-        orjson.dumps({"error": ApiError(502, "upstream_error", "boom").body()["error"]}).decode(),
+        orjson.dumps({"error": ApiError(codes.UPSTREAM_ERROR, "boom").body()["error"]}).decode(),
     )
     with pytest.raises(openai.APIError, match="boom"):
         list(openai_client(body).chat.completions.create(model="m", messages=USER, stream=True))  # type: ignore[arg-type]
@@ -306,7 +307,7 @@ def test_responses_stream_error() -> None:
 def test_messages_stream_error() -> None:
     body = failed_stream("messages")
     event, data = frames(body)[-1]
-    assert (event, orjson.loads(data)) == ("error", ApiError(502, "upstream_error", "boom").body())
+    assert (event, orjson.loads(data)) == ("error", ApiError(codes.UPSTREAM_ERROR, "boom").body())
     client = anthropic_client(body)
     with (
         pytest.raises(anthropic.APIError, match="boom"),

@@ -12,10 +12,11 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
+from generated import errors as codes
 from generated import models as api
 from generated.scopes import DEFAULT_SCOPES
 from handlers.administration.tenancy import OPERATOR, Authority
-from handlers.errors import ApiError, not_found
+from handlers.errors import bad_request, not_found
 from handlers.inference.catalog import Catalog
 from handlers.store.base import Key, Limits, Store, Workspace
 
@@ -55,13 +56,13 @@ async def workspace(store: Store, workspace_id: str, actor: Authority = OPERATOR
     """The workspace, or 404; one the actor does not administer is answered as if it did not exist."""
     ws = await store.get_workspace(workspace_id) if actor.sees(workspace_id) else None
     if ws is None:
-        raise not_found(f"No workspace {workspace_id!r}.", code="workspace_not_found")
+        raise not_found(f"No workspace {workspace_id!r}.", codes.WORKSPACE_NOT_FOUND)
     return ws
 
 
 def _key_found(found: Key | None, key_id: str, actor: Authority = OPERATOR) -> Key:
     if found is None or not actor.sees(found.workspace_id):
-        raise not_found(f"No key {key_id!r}.", code="key_not_found")
+        raise not_found(f"No key {key_id!r}.", codes.KEY_NOT_FOUND)
     return found
 
 
@@ -99,14 +100,14 @@ def models(catalog: Catalog, values: list[str] | None) -> tuple[str, ...] | None
         return None
     for i, name in enumerate(values):
         if catalog.resolve(name) is None:
-            raise not_found(f"No model or alias named {name!r} in the catalog.", "model_not_found", f"models.{i}")
+            raise not_found(f"No model or alias named {name!r} in the catalog.", codes.MODEL_NOT_FOUND, f"models.{i}")
     return tuple(dict.fromkeys(values))
 
 
 def policy(policies: Mapping[str, object], name: str | None) -> str | None:
     if name is not None and name not in policies:
         known = ", ".join(sorted(policies))
-        raise not_found(f"No routing policy named {name!r}; known: {known}.", "policy_not_found", "policy")
+        raise not_found(f"No routing policy named {name!r}; known: {known}.", codes.POLICY_NOT_FOUND, "policy")
     return name
 
 
@@ -192,4 +193,4 @@ def money(text: str, param: str) -> Decimal:
     try:
         return Decimal(text)
     except ArithmeticError:
-        raise ApiError(400, "invalid_request", f"{param} must be a decimal amount.", param=param) from None
+        raise bad_request(f"{param} must be a decimal amount.", param) from None

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from generated import errors as codes
 from handlers.administration.tenancy import holds, lacks_message
 from handlers.errors import ApiError, StoreUnavailable
 from handlers.periodic import Periodic
@@ -83,13 +84,13 @@ class KeyCache:
     async def authenticate(self, secret: str | None, scope: str) -> Principal:
         if not secret:
             raise ApiError(
-                401, "invalid_api_key", "No relay key: send it as 'Authorization: Bearer <key>' or in 'x-api-key'."
+                codes.INVALID_API_KEY, "No relay key: send it as 'Authorization: Bearer <key>' or in 'x-api-key'."
             )
         key = await self.lookup(secret)
         if key is None or not key.active(datetime.now(UTC)):
-            raise ApiError(401, "invalid_api_key", "The relay key is not valid: unknown, revoked or expired.")
+            raise ApiError(codes.INVALID_API_KEY, "The relay key is not valid: unknown, revoked or expired.")
         if not holds(key.scopes, scope):
-            raise ApiError(403, "insufficient_scope", lacks_message(scope))
+            raise ApiError(codes.INSUFFICIENT_SCOPE, lacks_message(scope))
         return Principal(key)
 
     def forget(self, key_id: str) -> None:

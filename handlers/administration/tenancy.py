@@ -17,11 +17,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from generated import errors as codes
+from generated.scopes import ADMIN, WORKSPACE_ADMIN
 from handlers.errors import ApiError
 from handlers.store.base import Key
 
-ADMIN = "admin"
-WORKSPACE_ADMIN = "workspace:admin"
 _ALSO_GRANTED_BY = {WORKSPACE_ADMIN: ADMIN}  # a scope an operation needs -> the scope that grants it too
 
 
@@ -62,27 +62,27 @@ class Authority:
         """403 naming the first scope (and its index in the request) that the caller may not hand out."""
         for i, scope in enumerate(scopes):
             if not self.may_grant(scope):
-                raise ApiError(403, "insufficient_scope",
+                raise ApiError(codes.INSUFFICIENT_SCOPE,
                                f"This key cannot grant the '{scope}' scope: it does not hold it.", param=f"{param}.{i}")
 
     def check_manages(self, key: Key) -> None:
         """403 when the key holds a scope the caller does not: it may be read, not changed."""
         for scope in key.scopes:
             if not self.may_grant(scope):
-                raise ApiError(403, "insufficient_scope",
+                raise ApiError(codes.INSUFFICIENT_SCOPE,
                                f"This key cannot change key {key.id!r}: it holds the '{scope}' scope, which this key "
                                "does not.")
 
     def check_not_self(self, key_id: str, changes: Iterable[str] = ("revoked_at",)) -> None:
         """403 when the caller would revoke itself or change more of itself than its name."""
         if self.caller is not None and self.caller.id == key_id and set(changes) - {"name"}:
-            raise ApiError(403, "cannot_modify_self",
+            raise ApiError(codes.CANNOT_MODIFY_SELF,
                            "A key cannot revoke itself or change more than its own name through the API: use another "
                            "admin key or `specway keys`.")
 
     def check_not_own_workspace(self, workspace_id: str) -> None:
         if self.caller is not None and self.caller.workspace_id == workspace_id:
-            raise ApiError(403, "cannot_modify_self",
+            raise ApiError(codes.CANNOT_MODIFY_SELF,
                            "A key cannot revoke its own workspace (that would revoke the key itself): use another "
                            "admin key or `specway workspaces revoke`.")
 

@@ -15,6 +15,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp
 
+from generated import errors as codes
 from generated import routes
 from generated.config import Config
 from handlers.edge import paths
@@ -26,8 +27,13 @@ from handlers.observability import metrics, requestlog
 
 log = logging.getLogger("specway")
 
-_CODES = {400: "invalid_request", 404: "not_found", 405: "method_not_allowed", 406: "not_acceptable",
-          413: "request_too_large", 415: "unsupported_media_type"}
+# What Connexion's own refusals (ProblemException) and Starlette's routing (HTTPException) answer, by their status.
+_CODES = {c.status: c for c in (codes.INVALID_REQUEST, codes.NOT_FOUND, codes.METHOD_NOT_ALLOWED,
+                                codes.REQUEST_TOO_LARGE, codes.UNSUPPORTED_MEDIA_TYPE)}
+
+
+def _code(status: int) -> codes.Code:
+    return _CODES.get(status) or (codes.INTERNAL_ERROR if status >= 500 else codes.INVALID_REQUEST)
 
 
 def _on_api_error(_path: str, exc: ApiError) -> ApiError:
@@ -36,7 +42,7 @@ def _on_api_error(_path: str, exc: ApiError) -> ApiError:
 
 def _on_refusal(refusal: Refusal) -> ApiError:
     message = refusal.message or "The request could not be served."
-    return ApiError(refusal.status, _CODES.get(refusal.status, "invalid_request"), message, headers=refusal.headers)
+    return ApiError(_code(refusal.status), message, headers=refusal.headers)
 
 
 def _on_http(path: str, exc: HTTPException) -> ApiError:
@@ -47,19 +53,19 @@ def _on_http(path: str, exc: HTTPException) -> ApiError:
     if status == 405:
         info = paths.match(path)
         headers["Allow"] = info.methods if info else headers.get("Allow", "")
-    return ApiError(status, _CODES.get(status, "invalid_request"), message, headers=headers)
+    return ApiError(_code(status), message, headers=headers)
 
 
 def _on_disconnect(_path: str, _exc: ClientDisconnect) -> ApiError:
     # The client went away before its request was read: nobody will read this answer, and it is not our fault. The
     # request's log line (at info) says so; no traceback.
     requestlog.add(outcome="client_disconnected")
-    return ApiError(499, "client_closed_request", "The client closed the connection before its request was read.")
+    return ApiError(codes.CLIENT_CLOSED_REQUEST, "The client closed the connection before its request was read.")
 
 
 def _on_crash(_path: str, exc: Exception) -> ApiError:
     log.error("unhandled error", exc_info=exc)
-    return ApiError(500, "internal_error", "The gateway failed to serve this request; it has been logged.")
+    return ApiError(codes.INTERNAL_ERROR, "The gateway failed to serve this request; it has been logged.")
 
 
 def create_app(config: Config | None = None, *, gateway: Gateway | None = None) -> ASGIApp:

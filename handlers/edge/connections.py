@@ -29,6 +29,7 @@ import orjson
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 from uvicorn.server import ServerState
 
+from generated import errors as codes
 from generated.config import Server
 from handlers.edge import paths
 from handlers.errors import ApiError
@@ -92,7 +93,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
 
     def send_400_response(self, msg: str) -> None:
         """A request httptools cannot parse: our shape instead of uvicorn's plain text."""
-        self._refuse(ApiError(400, "invalid_http", "The request is not valid HTTP/1.1."))
+        self._refuse(ApiError(codes.INVALID_HTTP, "The request is not valid HTTP/1.1."))
 
     # parser callbacks
 
@@ -120,7 +121,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         if self._head_size + len(method) + _REQUEST_LINE > self.limits.header_bytes:
             self._refuse(self._too_large(), method, self.url)
         elif not self._admitted:
-            self._refuse(ApiError(503, "overloaded", "The gateway holds as many connections as it may; retry "
+            self._refuse(ApiError(codes.OVERLOADED, "The gateway holds as many connections as it may; retry "
                                   "shortly.", headers={"Retry-After": "1"}), method, self.url)
         else:
             super().on_headers_complete()
@@ -136,7 +137,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
     # limits
 
     def _too_large(self) -> ApiError:
-        return ApiError(431, "headers_too_large",
+        return ApiError(codes.HEADERS_TOO_LARGE,
                         f"The request line and headers are over the limit of {self.limits.header_bytes} bytes.")
 
     def _arm_head_timer(self) -> None:
@@ -151,7 +152,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
     def _head_timed_out(self) -> None:
         self._head_timer = None
         seconds = f"{self.limits.header_timeout:g}"
-        self._refuse(ApiError(408, "header_timeout", f"The request's headers did not arrive within {seconds} s."))
+        self._refuse(ApiError(codes.HEADER_TIMEOUT, f"The request's headers did not arrive within {seconds} s."))
 
     def _refuse(self, err: ApiError, method: bytes = b"-", target: bytes = b"") -> None:
         """Answer `err` on the raw connection, then half-close it and drain. Behind a pipelined request still being

@@ -16,6 +16,7 @@ import pydantic
 import pydantic_core
 from connexion.lifecycle import ConnexionRequest
 
+from generated import errors as codes
 from handlers import gateway
 from handlers.administration.auth import Principal, secret_from_headers
 from handlers.errors import ApiError, bad_request, validation_error
@@ -36,7 +37,7 @@ async def authenticate(request: ConnexionRequest, scope: str) -> Principal:
 async def parse_body(request: ConnexionRequest, model: type[M]) -> M:
     encoding = request.headers.get("content-encoding", "identity").strip().lower()
     if encoding not in ("", "identity"):
-        raise ApiError(415, "unsupported_content_encoding",
+        raise ApiError(codes.UNSUPPORTED_CONTENT_ENCODING,
                        "The body must not be compressed: Content-Encoding is not supported; send plain JSON.")
     raw = await request.body()
     if not raw.strip():
@@ -53,13 +54,13 @@ def check_json(raw: bytes) -> None:
     try:
         value = pydantic_core.from_json(raw, allow_inf_nan=False)
     except ValueError as exc:
-        raise bad_request(f"The body is not valid JSON: {_why(raw, exc)}.", code="invalid_json") from None
+        raise bad_request(f"The body is not valid JSON: {_why(raw, exc)}.", code=codes.INVALID_JSON) from None
     if _has_unsendable(value):
         where = _unsendable_at(value, ()) or ()
         param = ".".join(map(str, where)) or None
         raise bad_request(f"{param or 'The body'} is a number out of the range the gateway can relay: integers must "
                           f"lie within -2^63 .. 2^64-1, and other numbers within a double's range.",
-                          param=param, code="number_out_of_range")
+                          param=param, code=codes.NUMBER_OUT_OF_RANGE)
 
 
 def _why(raw: bytes, exc: ValueError) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from generated import errors as codes
 from handlers.edge import paths
 from handlers.errors import ApiError
 from handlers.gateway import Gateway
@@ -25,12 +26,12 @@ SPEC_PATH = "/openapi.json"  # where the spec document is served (Swagger UI at 
 
 
 def _too_large(limit: int) -> ApiError:
-    return ApiError(413, "request_too_large", f"The request body is over the limit of {limit} bytes.")
+    return ApiError(codes.REQUEST_TOO_LARGE, f"The request body is over the limit of {limit} bytes.")
 
 
 def _too_slow(seconds: float) -> ApiError:
     # The rest of the body may still be on its way: the connection cannot carry another request.
-    return ApiError(408, "body_timeout", f"The request body did not arrive within {seconds:g} s.",
+    return ApiError(codes.BODY_TIMEOUT, f"The request body did not arrive within {seconds:g} s.",
                     headers={"Connection": "close"})
 
 
@@ -138,7 +139,7 @@ async def _send_error(send: Send, err: ApiError) -> None:
 
 async def _send_spec(send: Send, method: str, spec: bytes) -> None:
     if method not in ("GET", "HEAD"):
-        err = ApiError(405, "method_not_allowed", "This path does not allow that method.", headers={"Allow": "GET"})
+        err = ApiError(codes.METHOD_NOT_ALLOWED, "This path does not allow that method.", headers={"Allow": "GET"})
         await _send_error(send, err)
         return
     headers: list[Any] = [(b"content-type", b"application/json"), (b"content-length", str(len(spec)).encode())]

@@ -12,11 +12,7 @@ from handlers import gateway
 from handlers.administration import accounts as admin
 from handlers.administration.auth import Principal
 from handlers.administration.tenancy import Authority
-from handlers.edge.responses import json_response
-
-
-def _reply(model: models.StrictModel, status: int = 200) -> Response:
-    return json_response(model.model_dump(), status=status)
+from handlers.edge.responses import model_response
 
 
 def _actor(principal: Principal) -> Authority:
@@ -26,21 +22,21 @@ def _actor(principal: Principal) -> Authority:
 async def list_workspaces(principal: Principal) -> Response:
     await gateway.current().ledger.write_now()
     workspaces = await admin.list_workspaces(gateway.current().store, _actor(principal))
-    return _reply(models.WorkspaceList(object="list", data=[admin.workspace_out(w) for w in workspaces]))
+    return model_response(models.WorkspaceList(object="list", data=[admin.workspace_out(w) for w in workspaces]))
 
 
 async def create_workspace(principal: Principal, body: models.WorkspaceCreate) -> Response:
-    return _reply(await admin.create_workspace(gateway.current().store, body), status=201)
+    return model_response(await admin.create_workspace(gateway.current().store, body), status=201)
 
 
 async def get_workspace(principal: Principal, workspace_id: str) -> Response:
     await gateway.current().ledger.write_now()
     ws = await admin.workspace(gateway.current().store, workspace_id, _actor(principal))
-    return _reply(admin.workspace_out(ws))
+    return model_response(admin.workspace_out(ws))
 
 
 async def update_workspace(principal: Principal, body: models.WorkspaceUpdate, workspace_id: str) -> Response:
-    return _reply(await admin.rename_workspace(gateway.current().store, workspace_id, body, _actor(principal)))
+    return model_response(await admin.rename_workspace(gateway.current().store, workspace_id, body, _actor(principal)))
 
 
 async def revoke_workspace(principal: Principal, workspace_id: str) -> Response:
@@ -48,40 +44,40 @@ async def revoke_workspace(principal: Principal, workspace_id: str) -> Response:
     ws, revoked = await admin.revoke_workspace(gw.store, workspace_id, _actor(principal))
     for key in revoked:
         gw.keys.forget(key.id)
-    return _reply(ws)
+    return model_response(ws)
 
 
 async def add_credit(principal: Principal, body: models.CreditAdd, workspace_id: str) -> Response:
-    return _reply(await admin.add_credit(gateway.current().store, workspace_id, body))
+    return model_response(await admin.add_credit(gateway.current().store, workspace_id, body))
 
 
 async def list_keys(principal: Principal, workspace_id: str | None = None) -> Response:
     await gateway.current().ledger.write_now()
     keys = await admin.list_keys(gateway.current().store, workspace_id, _actor(principal))
-    return _reply(models.KeyList(object="list", data=[admin.key_out(k) for k in keys]))
+    return model_response(models.KeyList(object="list", data=[admin.key_out(k) for k in keys]))
 
 
 async def create_key(principal: Principal, body: models.KeyCreate) -> Response:
     gw = gateway.current()
     created = await admin.create_key(gw.store, gw.catalog, gw.config.policies, body, principal.workspace_id,
                                      _actor(principal))
-    return _reply(created, status=201)
+    return model_response(created, status=201)
 
 
 async def get_admin_key(principal: Principal, key_id: str) -> Response:
     await gateway.current().ledger.write_now()
-    return _reply(admin.key_out(await admin.key(gateway.current().store, key_id, _actor(principal))))
+    return model_response(admin.key_out(await admin.key(gateway.current().store, key_id, _actor(principal))))
 
 
 async def update_key(principal: Principal, body: models.KeyUpdate, key_id: str) -> Response:
     gw = gateway.current()
     key = await admin.update_key(gw.store, gw.catalog, gw.config.policies, key_id, body, _actor(principal))
     gw.keys.forget(key.id)
-    return _reply(key)
+    return model_response(key)
 
 
 async def revoke_key(principal: Principal, key_id: str) -> Response:
     gw = gateway.current()
     key = await admin.revoke_key(gw.store, key_id, _actor(principal))
     gw.keys.forget(key.id)
-    return _reply(key)
+    return model_response(key)

@@ -6,59 +6,63 @@ from datetime import datetime
 
 from starlette.responses import Response
 
+from generated import errors as codes
+from generated import models
 from handlers import gateway
 from handlers.administration import accounts as admin
 from handlers.administration.auth import Principal
-from handlers.edge.responses import json_response
+from handlers.edge.responses import json_response, model_response
 from handlers.errors import ApiError, not_found
 from handlers.inference.catalog import Catalog, Model
+from handlers.inference.formats import FORMATS
 
-_DECISION_PREFIXES = ("chatcmpl-", "msg_", "resp_")
-
-
-def _entry(model: Model, name: str, created: datetime) -> dict[str, object]:
-    return {
-        "id": name, "object": "model", "created": int(created.timestamp()), "owned_by": model.owned_by,
-        "type": "model", "display_name": model.display_name if name == model.id else name,
-        "created_at": created.isoformat().replace("+00:00", "Z"),
-        "alias_of": None if name == model.id else model.id, "aliases": list(model.aliases),
-        "context_window": model.context_window,
-        "pricing": {"input_per_million": str(model.price_in), "output_per_million": str(model.price_out),
-                    "cached_input_per_million": str(model.cached_input_price),
-                    "cache_write_per_million": str(model.cache_write_price)},
-    }
+# An answer's id is its decision id after its format's prefix (chatcmpl-, msg_, resp_).
+_DECISION_PREFIXES = tuple(fmt.VOCABULARY.id_prefix for fmt in FORMATS.values())
 
 
-def _visible(principal: Principal) -> list[dict[str, object]]:
-    gw = gateway.current()
+def _entry(model: Model, name: str, created: datetime) -> models.Model:
+    return models.Model(
+        id=name, object="model", created=int(created.timestamp()), owned_by=model.owned_by, type="model",
+        display_name=model.display_name if name == model.id else name,
+        created_at=created.isoformat().replace("+00:00", "Z"), alias_of=None if name == model.id else model.id,
+        aliases=list(model.aliases), context_window=model.context_window,
+        pricing=models.ModelPricing(input_per_million=str(model.price_in), output_per_million=str(model.price_out),
+                                    cached_input_per_million=str(model.cached_input_price),
+                                    cache_write_per_million=str(model.cache_write_price)),
+    )
+
+
+def _usable(principal: Principal) -> list[tuple[Model, str]]:
+    """Each model the key may use under each name it may use it by, in the catalog's order."""
     allow = principal.key.models
-    return [_entry(m, name, gw.started_at) for m in gw.catalog.models for name in Catalog.usable_names(m, allow)]
+    return [(m, name) for m in gateway.current().catalog.models for name in Catalog.usable_names(m, allow)]
 
 
 async def list_models(principal: Principal, after_id: str | None = None, before_id: str | None = None,
                       limit: int | None = None) -> Response:
-    entries = _visible(principal)
-    ids = [e["id"] for e in entries]
-    start, end = 0, len(entries)
+    usable = _usable(principal)
+    ids = [name for _, name in usable]
+    start, end = 0, len(usable)
     if after_id is not None:
-        start = ids.index(after_id) + 1 if after_id in ids else len(entries)
+        start = ids.index(after_id) + 1 if after_id in ids else len(usable)
     if before_id is not None:
         end = ids.index(before_id) if before_id in ids else 0
-    page = entries[start:end]
+    page = usable[start:end]
     size = limit or 1000
     has_more = len(page) > size
     page = page[-size:] if before_id is not None and after_id is None else page[:size]
-    return json_response({
-        "object": "list", "data": page, "has_more": has_more,
-        "first_id": page[0]["id"] if page else None, "last_id": page[-1]["id"] if page else None,
-    })
+    created = gateway.current().started_at
+    return model_response(models.ModelList(
+        object="list", data=[_entry(m, name, created) for m, name in page], has_more=has_more,
+        first_id=page[0][1] if page else None, last_id=page[-1][1] if page else None,
+    ))
 
 
 async def get_model(principal: Principal, model_id: str) -> Response:
-    for entry in _visible(principal):
-        if entry["id"] == model_id:
-            return json_response(entry)
-    raise not_found(f"No model or alias named {model_id!r} for this key.", code="model_not_found")
+    for model, name in _usable(principal):
+        if name == model_id:
+            return model_response(_entry(model, name, gateway.current().started_at))
+    raise not_found(f"No model or alias named {model_id!r} for this key.", codes.MODEL_NOT_FOUND)
 
 
 async def get_key(principal: Principal) -> Response:
@@ -67,8 +71,10 @@ async def get_key(principal: Principal) -> Response:
     key = await gw.store.get_key(principal.key.id) or principal.key
     ws = await gw.store.get_workspace(key.workspace_id)
     if ws is None:
-        raise ApiError(401, "invalid_api_key", "The relay key's workspace no longer exists.")
+        raise ApiError(codes.INVALID_API_KEY, "The relay key's workspace no longer exists.")
     summary = {"id": ws.id, "name": ws.name, "credit": str(ws.credit), "reserved": str(ws.reserved)}
+    # Not a models.KeyInfo: the answer has always carried workspace_id and revoked_at too, which KeyInfo does not
+    # declare (a model would drop them).
     shown = admin.key_out(key).model_dump()
     return json_response({**shown, "workspace": summary, "policy": key.policy or gw.config.default_policy})
 
@@ -81,5 +87,5 @@ async def explain_decision(principal: Principal, decision_id: str) -> Response:
     record = await gateway.current().recorder.get(decision_id)
     # Another workspace's decision is answered exactly like an unknown one: ids are not an oracle.
     if record is None or record.get("workspace_id") != principal.workspace_id:
-        raise not_found(f"No decision {decision_id!r} for this key's workspace.", code="decision_not_found")
+        raise not_found(f"No decision {decision_id!r} for this key's workspace.", codes.DECISION_NOT_FOUND)
     return json_response(record)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from starlette.responses import Response
 
+from generated import errors as codes
 from handlers import gateway
 from handlers.edge.responses import json_response
 from handlers.errors import ApiError
@@ -26,7 +27,7 @@ async def readyz(principal: None) -> Response:
             if name == "limits" and gw.limits_fail_open:
                 states[name] = "unreachable, failing open"
                 continue
-            raise ApiError(503, "not_ready", f"The {name} backend cannot be reached ({type(exc).__name__}).") from None
+            raise ApiError(codes.NOT_READY, f"The {name} backend cannot be reached ({type(exc).__name__}).") from None
         states[name] = "ok"
     degraded = any(state != "ok" for state in states.values())
     return json_response({"status": "degraded" if degraded else "ok", "checks": states})

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from starlette.responses import Response
 
+from generated import errors as codes
+from generated.scopes import ADMIN, WORKSPACE_ADMIN
 from handlers import gateway
 from handlers.administration.auth import Principal
 from handlers.edge.responses import json_response
@@ -15,14 +17,14 @@ def _scope(principal: Principal, key_id: str | None, workspace_id: str | None) -
     """The (workspace, key) filters the caller may read with: `admin` any, `workspace:admin` its workspace, any
     other key itself. A filter past that is a 403."""
     scopes, own_ws = principal.key.scopes, principal.workspace_id
-    if "admin" in scopes:
+    if ADMIN in scopes:
         return workspace_id, key_id
     if workspace_id is not None and workspace_id != own_ws:
-        raise ApiError(403, "insufficient_scope", "Only a key with the admin scope reads other workspaces' usage.")
-    if "workspace:admin" in scopes:
+        raise ApiError(codes.INSUFFICIENT_SCOPE, "Only a key with the admin scope reads other workspaces' usage.")
+    if WORKSPACE_ADMIN in scopes:
         return own_ws, key_id
     if key_id is not None and key_id != principal.key.id:
-        raise ApiError(403, "insufficient_scope",
+        raise ApiError(codes.INSUFFICIENT_SCOPE,
                        "This key reads its own usage only; workspace:admin reads every key of its workspace.")
     return own_ws, principal.key.id
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from generated import errors as codes
 from generated.config import PolicySettings
 from handlers.errors import ApiError
 from handlers.inference.canonical import Request
@@ -136,10 +137,10 @@ def _first_choice(catalog: Catalog, policy: PolicySettings, policy_name: str, al
     if requested:
         model = catalog.resolve(requested)
         if model is None:
-            raise ApiError(404, "model_not_found", f"No model or alias named {requested!r}; GET /v1/models lists them.",
+            raise ApiError(codes.MODEL_NOT_FOUND, f"No model or alias named {requested!r}; GET /v1/models lists them.",
                            param="model")
         if not Catalog.allowed(model, allow, requested):
-            raise ApiError(403, "model_not_allowed", f"This key may not use the model {requested!r}.", param="model")
+            raise ApiError(codes.MODEL_NOT_ALLOWED, f"This key may not use the model {requested!r}.", param="model")
         how = f"an alias of {model.id}" if requested != model.id else "a model id"
         return model, f"The request named {requested!r} ({how}), so {model.id} was chosen.", []
     tier = policy.effort.get(effort or "")
@@ -158,7 +159,7 @@ def _first_choice(catalog: Catalog, policy: PolicySettings, policy_name: str, al
             why = (f"No model was named and policy {policy_name!r} had no usable default, so the first model "
                    f"this key may use, {model.id}, was chosen.")
             return model, why, []
-    raise ApiError(403, "model_not_allowed", "This key may use no model in the catalog.", param="model")
+    raise ApiError(codes.MODEL_NOT_ALLOWED, "This key may use no model in the catalog.", param="model")
 
 
 def _weighted(models: list[Model], policy: PolicySettings) -> Model:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
 
+from generated import errors as codes
 from handlers.errors import ApiError, StoreUnavailable
 from handlers.inference import tokens
 from handlers.inference.canonical import Request, Usage
@@ -49,7 +50,7 @@ def _rate_limited(kind: str, limit: int, verdict: Verdict, headers: dict[str, st
     wait = verdict.retry_after or 1.0
     unit = "requests" if kind == "requests" else "tokens"
     message = f"Over this key's limit of {limit} {unit} per minute; retry in {max(1, math.ceil(wait))} s."
-    return ApiError(429, "rate_limit_exceeded", message, headers={**headers, **ratelimit.retry_headers(wait)})
+    return ApiError(codes.RATE_LIMIT_EXCEEDED, message, headers={**headers, **ratelimit.retry_headers(wait)})
 
 
 class Meter:
@@ -100,8 +101,8 @@ class Meter:
         except Refused as refused:
             if charge:
                 await self.limiter.refund(f"{key.id}:tokens", key.limits.tpm or 0, charge)
-            code = "insufficient_credit" if refused.reason == "credit" else "budget_exceeded"
-            raise ApiError(402, code, refused.message, headers=headers) from None
+            code = codes.INSUFFICIENT_CREDIT if refused.reason == "credit" else codes.BUDGET_EXCEEDED
+            raise ApiError(code, refused.message, headers=headers) from None
         except StoreUnavailable as away:
             # Nothing can be held while the store is away and no lease of this process can pay: 503
             # store_unavailable with Retry-After. Free models never get here.

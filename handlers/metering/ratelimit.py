@@ -21,6 +21,7 @@ from typing import Literal
 
 from redis.exceptions import RedisError
 
+from generated import errors as codes
 from handlers import redisconn
 from handlers.errors import ApiError
 
@@ -219,7 +220,7 @@ class RedisLimiter(Limiter):
 
 
 def _overloaded() -> ApiError:
-    return ApiError(503, "overloaded", "The gateway is overloaded right now; retry shortly.",
+    return ApiError(codes.OVERLOADED, "The gateway is overloaded right now; retry shortly.",
                     headers=retry_headers(1.0))
 
 

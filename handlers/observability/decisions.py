@@ -8,6 +8,7 @@ import logging
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from generated import models
 from handlers.errors import StoreUnavailable
 from handlers.periodic import Periodic
 from handlers.store.base import Outage, Store
@@ -22,24 +23,28 @@ _BATCH = 200
 log = logging.getLogger("specway.decisions")
 
 
-def record(plan: Plan, trace: Trace) -> dict[str, Any]:
-    """What GET /v1/route/explain returns for the request."""
+def record(plan: Plan, trace: Trace, note: str = "") -> models.Decision:
+    """What GET /v1/route/explain returns for the request; `note` ends its explanation. Built by the writer (or by
+    explain while the record is pending), never on the request's path: the Plan and the Trace are final once the
+    request is over."""
     u = trace.usage
-    return {
-        "id": plan.id, "object": "route.decision", "created_at": plan.created.isoformat(),
-        "key_id": plan.key.id, "workspace_id": plan.key.workspace_id, "format": plan.format,
-        "requested_model": plan.requested, "effort": plan.effort, "policy": plan.policy, "stream": plan.stream,
-        "candidates": [{"model": c.model.id, "upstream": c.model.upstream, "verdict": c.verdict, "reason": c.reason}
-                       for c in plan.candidates],
-        "attempts": [{"model": a.model, "upstream": a.upstream, "status": a.status, "error": a.error,
-                      "latency_ms": a.latency_ms} for a in trace.attempts],
-        "model": trace.answered.id if trace.answered else None,
-        "usage": None if u is None else {"input_tokens": u.input_tokens, "output_tokens": u.output_tokens,
-                                         "cached_input_tokens": u.cached_input_tokens,
-                                         "cache_write_tokens": u.cache_write_tokens},
-        "usage_estimated": trace.usage_estimated, "cost": trace.cost, "outcome": trace.outcome,
-        "explanation": explanation(plan, trace),
-    }
+    return models.Decision.model_construct(
+        id=plan.id, object="route.decision", created_at=plan.created.isoformat(), key_id=plan.key.id,
+        workspace_id=plan.key.workspace_id, format=plan.format, requested_model=plan.requested, effort=plan.effort,
+        policy=plan.policy, stream=plan.stream,
+        candidates=[models.DecisionCandidate.model_construct(model=c.model.id, upstream=c.model.upstream,
+                                                             verdict=c.verdict, reason=c.reason)
+                    for c in plan.candidates],
+        attempts=[models.DecisionAttempt.model_construct(model=a.model, upstream=a.upstream, status=a.status,
+                                                         error=a.error, latency_ms=a.latency_ms)
+                  for a in trace.attempts],
+        model=trace.answered.id if trace.answered else None,
+        usage=None if u is None else models.DecisionUsage.model_construct(
+            input_tokens=u.input_tokens, output_tokens=u.output_tokens, cached_input_tokens=u.cached_input_tokens,
+            cache_write_tokens=u.cache_write_tokens),
+        usage_estimated=trace.usage_estimated, cost=trace.cost, outcome=trace.outcome,
+        explanation=explanation(plan, trace) + note,
+    )
 
 
 def explanation(plan: Plan, trace: Trace) -> str:
@@ -62,23 +67,25 @@ class Recorder:
     def __init__(self, store: Store, retention_days: float = 30) -> None:
         self._store = store
         self._retention = timedelta(days=retention_days)
-        self._pending: dict[str, dict[str, Any]] = {}
+        self._pending: dict[str, tuple[Plan, Trace, str]] = {}  # what each record is made of, by id
         self._uncounted: set[str] = set()  # pending records that are no inference (token counts): not in usage
         self._flushing = asyncio.Lock()
         self.wake = lambda: None  # the writer's, set by the gateway: a full batch is waiting
         self._pruner = Periodic(self.prune, _PRUNE_EVERY, "prune old decision records")
         self._outage = Outage("decision records", "they stay pending and are retried", log)
 
-    def add(self, record: dict[str, Any], counted: bool = True) -> None:
-        self._pending[record["id"]] = record
+    def add(self, plan: Plan, trace: Trace, *, note: str = "", counted: bool = True) -> None:
+        """A request is over: its record is made and written by the writer."""
+        self._pending[plan.id] = plan, trace, note
         if not counted:
-            self._uncounted.add(record["id"])
+            self._uncounted.add(plan.id)
         if len(self._pending) >= _BATCH:
             self.wake()
 
     async def get(self, decision_id: str) -> dict[str, Any] | None:
-        """A record, whether still pending here or already in the store."""
-        return self._pending.get(decision_id) or await self._store.get_decision(decision_id)
+        """A record as its JSON is (or will be) stored, whether still pending here or already in the store."""
+        pending = self._pending.get(decision_id)
+        return record(*pending).model_dump() if pending is not None else await self._store.get_decision(decision_id)
 
     def start(self) -> None:
         self._pruner.start()
@@ -97,7 +104,7 @@ class Recorder:
 
     async def _flush(self) -> None:
         while self._pending:
-            batch = list(self._pending.values())[:_BATCH]
+            batch = [record(*made).model_dump() for made in list(self._pending.values())[:_BATCH]]
             try:
                 await self._store.save_decisions(batch, self._uncounted_of(batch))
             except StoreUnavailable as away:
@@ -107,9 +114,9 @@ class Recorder:
                 if not await self._one_by_one(batch):
                     raise  # the store is away: everything stays pending and is retried
             self._outage.up()
-            for record in batch:
-                self._pending.pop(record["id"], None)
-                self._uncounted.discard(record["id"])
+            for written in batch:
+                self._pending.pop(written["id"], None)
+                self._uncounted.discard(written["id"])
 
     def _uncounted_of(self, batch: list[dict[str, Any]]) -> frozenset[str]:
         return frozenset(r["id"] for r in batch if r["id"] in self._uncounted) if self._uncounted else frozenset()
@@ -119,17 +126,17 @@ class Recorder:
         A record is given up only when others were written in the same pass (the store is there; it refuses
         that record); False when none could be written."""
         refused = []
-        for record in batch:
+        for one in batch:
             try:
-                await self._store.save_decisions([record], self._uncounted_of([record]))
+                await self._store.save_decisions([one], self._uncounted_of([one]))
             except StoreUnavailable:
                 return False  # gone meanwhile: the batch stays pending, no record is judged refused
             except Exception:  # noqa: BLE001 - which failure it was is logged below, with the record's id
-                refused.append(record)
+                refused.append(one)
         if len(refused) == len(batch):
             return False
-        for record in refused:
-            log.error("the store refused decision record %s; it is dropped", record["id"])
+        for one in refused:
+            log.error("the store refused decision record %s; it is dropped", one["id"])
         return True
 
     async def prune(self) -> int:

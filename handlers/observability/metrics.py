@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client import multiprocess as _multiprocess
 
+from generated import errors as codes
 from handlers.config import ConfigError
 from handlers.errors import ApiError
 
@@ -41,7 +42,8 @@ FALLBACKS = Counter("specway_fallbacks", "Requests answered by a fallback, by th
 COOLDOWNS = Counter("specway_cooldowns", "Times an upstream was put in cooldown", ["upstream"])
 REFUSALS = Counter("specway_refusals", "Requests refused before any upstream call, by reason", ["reason"])
 
-_REFUSAL_CODES = {"rate_limit_exceeded": "rate_limit", "budget_exceeded": "budget", "insufficient_credit": "credit"}
+_REFUSAL_CODES = {codes.RATE_LIMIT_EXCEEDED.name: "rate_limit", codes.BUDGET_EXCEEDED.name: "budget",
+                  codes.INSUFFICIENT_CREDIT.name: "credit"}
 
 
 def observe(plan: Plan, trace: Trace, seconds: float) -> None:
@@ -93,5 +95,5 @@ def authorize(authorization: str | None, expected: bytes) -> None:
     """A 401 unless the Authorization header is `Bearer <the token>` (compared in constant time)."""
     scheme, _, given = (authorization or "").strip().partition(" ")
     if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), expected):
-        raise ApiError(401, "invalid_metrics_token", "GET /metrics needs 'Authorization: Bearer <metrics token>'.",
+        raise ApiError(codes.INVALID_METRICS_TOKEN, "GET /metrics needs 'Authorization: Bearer <metrics token>'.",
                        headers={"WWW-Authenticate": 'Bearer realm="metrics"'})

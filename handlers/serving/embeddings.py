@@ -14,6 +14,7 @@ from typing import cast
 
 from starlette.responses import Response
 
+from generated import errors as codes
 from handlers import gateway
 from handlers.administration.auth import Principal
 from handlers.edge.responses import json_response
@@ -28,7 +29,6 @@ from handlers.inference.upstreams.base import Embedder
 from handlers.inference.upstreams.registry import KINDS
 from handlers.serving.lifecycle import Lifecycle
 from handlers.store.base import Key
-
 
 
 async def embed(principal: Principal, req: Embed) -> Response:
@@ -57,7 +57,7 @@ def _route(gw: gateway.Gateway, key: Key, req: Embed) -> Plan:
         return plan
     why_not = _cannot_embed(gw, plan.candidates[0].model)
     if why_not is not None:
-        err = ApiError(400, "unsupported_model", f"The model {req.model!r} cannot make embeddings: {why_not}.",
+        err = ApiError(codes.UNSUPPORTED_MODEL, f"The model {req.model!r} cannot make embeddings: {why_not}.",
                        param="model")
         return dataclasses.replace(plan, why=err.message, refusal=err)
     return dataclasses.replace(plan, candidates=tuple(_embedding_candidate(gw, c) for c in plan.candidates))

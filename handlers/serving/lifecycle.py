@@ -15,6 +15,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeVar
 
+from generated import errors as codes
 from handlers import gateway
 from handlers.errors import ApiError
 from handlers.inference import routing
@@ -24,7 +25,7 @@ from handlers.inference.routing import Plan
 from handlers.inference.trace import Trace
 from handlers.inference.upstreams.base import Upstream, UpstreamError
 from handlers.metering.meter import Charge, Hold
-from handlers.observability import decisions, metrics, requestlog
+from handlers.observability import metrics, requestlog
 
 T = TypeVar("T")
 
@@ -66,7 +67,7 @@ class Lifecycle:
             await self.fail(err)
             raise
         except BaseException:
-            await self.fail(ApiError(500, "internal_error", "failed"))
+            await self.fail(ApiError(codes.INTERNAL_ERROR, "failed"))
             raise
 
     async def attempt(self, call: Callable[[Upstream, Model], Awaitable[T]]) -> tuple[T, Model]:
@@ -103,7 +104,7 @@ class Lifecycle:
             return answer, cand.model
         if failed is not None:
             raise upstream_failure(*failed) from None
-        raise ApiError(503, "no_upstream_available", "No upstream could take the request.")
+        raise ApiError(codes.NO_UPSTREAM_AVAILABLE, "No upstream could take the request.")
 
     async def settle(self, model: Model, usage: Usage | None, output_chars: int) -> Charge | None:
         """The request is answered: charge what it used (nothing was held for a free or counted request), record."""
@@ -127,10 +128,7 @@ class Lifecycle:
     def done(self) -> None:
         """The request is over: its decision record (usage counts inference only), its metrics, its log fields."""
         plan, trace = self.plan, self.trace
-        record = decisions.record(plan, trace)
-        if self._note:
-            record["explanation"] += self._note
-        self.gw.recorder.add(record, counted=self._inference)
+        self.gw.recorder.add(plan, trace, note=self._note, counted=self._inference)
         if self._inference:
             metrics.observe(plan, trace, time.perf_counter() - trace.started)
         u = trace.usage
@@ -150,21 +148,21 @@ class Lifecycle:
 def upstream_failure(err: UpstreamError, upstream: str) -> ApiError:
     """An upstream failure, as the caller sees it. Never carries our upstream credentials."""
     if err.caller_fault:
-        return ApiError(400, "upstream_rejected_request", f"The upstream rejected the request: {err.message}")
+        return ApiError(codes.UPSTREAM_REJECTED_REQUEST, f"The upstream rejected the request: {err.message}")
     retry = {"retry-after": str(max(1, min(60, round(err.retry_after))))} if err.retry_after else None
     if err.kind == "timeout":
-        return ApiError(504, "upstream_timeout", f"The upstream {upstream} did not answer in time.")
+        return ApiError(codes.UPSTREAM_TIMEOUT, f"The upstream {upstream} did not answer in time.")
     if err.kind == "connect":
-        return ApiError(503, "upstream_unavailable", f"The upstream {upstream} could not be reached.")
+        return ApiError(codes.UPSTREAM_UNAVAILABLE, f"The upstream {upstream} could not be reached.")
     if err.kind == "busy":
-        return ApiError(503, "upstream_busy", f"The upstream {upstream} is busy: every connection the gateway may "
+        return ApiError(codes.UPSTREAM_BUSY, f"The upstream {upstream} is busy: every connection the gateway may "
                         "open to it is in use. Retry shortly.", headers=retry)
     if err.status in (401, 403):
-        return ApiError(502, "upstream_auth_failed", f"The upstream {upstream} rejected the gateway's credentials.")
+        return ApiError(codes.UPSTREAM_AUTH_FAILED, f"The upstream {upstream} rejected the gateway's credentials.")
     if err.status == 429:
-        return ApiError(503, "upstream_overloaded", f"The upstream {upstream} is rate limiting the gateway.",
+        return ApiError(codes.UPSTREAM_OVERLOADED, f"The upstream {upstream} is rate limiting the gateway.",
                         headers=retry)
-    return ApiError(502, "upstream_error", f"The upstream {upstream} failed: {err.message}")
+    return ApiError(codes.UPSTREAM_ERROR, f"The upstream {upstream} failed: {err.message}")
 
 
 def nothing_left(gw: gateway.Gateway, plan: Plan, verb: str = "take") -> ApiError:
@@ -172,4 +170,4 @@ def nothing_left(gw: gateway.Gateway, plan: Plan, verb: str = "take") -> ApiErro
     wait = min((w for w in waits if w > 0), default=0)
     reasons = "; ".join(f"{c.model.id}: {c.reason}" for c in plan.candidates)
     headers = {"retry-after": str(max(1, min(60, math.ceil(wait))))} if wait else None
-    return ApiError(503, "no_upstream_available", f"No candidate can {verb} the request ({reasons}).", headers=headers)
+    return ApiError(codes.NO_UPSTREAM_AVAILABLE, f"No candidate can {verb} the request ({reasons}).", headers=headers)

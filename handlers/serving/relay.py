@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Callable
 import anyio
 from starlette.responses import Response
 
+from generated import errors as codes
 from handlers import gateway
 from handlers.administration.auth import Principal
 from handlers.edge.responses import json_response, sse_response
@@ -117,8 +118,8 @@ async def _stream(life: Lifecycle, req: Request, wire: CallerFormat, traits: Cal
             yield renderer.error(api)
         except Exception:  # a fault of ours mid-stream still ends the stream with an error event, never a cut
             log.exception("stream failed")
-            trace.outcome = "internal_error"
-            failed = ApiError(500, "internal_error", "The gateway failed while streaming; it has been logged.")
+            failed = ApiError(codes.INTERNAL_ERROR, "The gateway failed while streaming; it has been logged.")
+            trace.outcome = failed.code
             yield renderer.error(failed)
         finally:
             # A client that went away cancels this generator; closing the upstream and settling must still run.

@@ -6,6 +6,7 @@ import mimetypes
 from collections.abc import Callable
 from typing import Any
 
+from generated import errors as codes
 from generated.models import Input, ResponsesInputItem, ResponsesRequest, ResponsesTextConfig
 from handlers.errors import ApiError, bad_request
 from handlers.inference.canonical import (
@@ -114,7 +115,7 @@ def _refuse_state(body: ResponsesRequest) -> None:
 
 
 def _stateless(field: str, why: str) -> ApiError:
-    return bad_request(f"{field} is not supported: {why}.", field, code="unsupported_parameter")
+    return bad_request(f"{field} is not supported: {why}.", field, code=codes.UNSUPPORTED_PARAMETER)
 
 
 # --- fields canonical does not model ------------------------------------------------------------------------------
@@ -280,7 +281,8 @@ def _image(part: dict[str, Any], where: str) -> list[Block]:
 
 def _file(part: dict[str, Any], where: str) -> list[Block]:
     filename, cache = str_or_none(part.get("filename")), _cache(part)
-    data, url, file_id = str_or_none(part.get("file_data")), str_or_none(part.get("file_url")), str_or_none(part.get("file_id"))
+    data, url = str_or_none(part.get("file_data")), str_or_none(part.get("file_url"))
+    file_id = str_or_none(part.get("file_id"))
     if data is not None:
         media_type, data = read_data_url(data) or (_guess_type(filename), data)
         return [Document(data=data, media_type=media_type, filename=filename, cache=cache)]
