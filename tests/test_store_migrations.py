@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from handlers.metering import money
 from handlers.store import PostgresStore, SQLiteStore, Store, open_store
 from handlers.store.base import Limits
 from handlers.store.sqlbase import SQLStore
@@ -100,7 +101,7 @@ async def test_migrations_upgrade_and_keep_rows(backend: Backend) -> None:
         assert ws is not None and ws.credit == D("7.25") and ws.created_at == datetime(2024, 1, 1, tzinfo=UTC)
         key = await stores[1].key_by_secret("sk-sw-old")
         assert key is not None and key.scopes == ("inference",) and key.limits == Limits()
-        await stores[2].settle(await stores[2].reserve(key.id, D("0.25"), NOW), D("0.25"))
+        await stores[2].finish(await stores[2].reserve(key.id, D("0.25"), NOW, money.hold), D("0.25"), money.finish)
         assert (await stores[0].get_workspace(ws.id)).credit == D("7.00")  # type: ignore[union-attr]
     finally:
         for s in stores:
