@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from generated.config import Config
+from generated.config import Config, TimeoutSettings
 from handlers import config as config_mod
 from handlers.administration.auth import KeyCache
 from handlers.inference.catalog import Catalog
@@ -67,7 +67,7 @@ class Gateway:
         older than this belongs to a process that died, and would otherwise stay held forever."""
         totals = [float(u.timeouts.total) for u in self.config.upstreams.values()]
         drain = float(self.config.server.drain_seconds)
-        return timedelta(seconds=2 * max(totals, default=300) + drain + 60)
+        return timedelta(seconds=2 * max(totals, default=TimeoutSettings().total) + drain + 60)
 
     async def _release_stale(self) -> None:
         released = await self.store.release_stale(datetime.now(UTC) - self._stale_after(), money.finish)

@@ -139,3 +139,19 @@ def test_open_store_urls(tmp_path: Any) -> None:
     assert "hunter2" not in str(error.value)
     with pytest.raises(ValueError):
         open_store("sqlite://relative.db")
+
+
+async def test_a_store_waits_as_long_as_the_config_says(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Opened without a timeout, a store takes the config's default; the CLI's takes the configured one."""
+    from generated.config import StoreSettings
+    from handlers.cli.admin import with_store
+
+    assert open_store(str(tmp_path / "d.db")).timeout == StoreSettings().timeout_seconds
+    monkeypatch.delenv("SPECWAY_CONFIG", raising=False)
+    path = tmp_path / "specway.yaml"
+    path.write_text(f"store: {{url: 'sqlite:///{tmp_path / 'c.db'}', timeout_seconds: 0.75}}\n")
+
+    async def timeout(store: Store, _: Any) -> float:
+        return store.timeout
+
+    assert await with_store(str(path), timeout) == 0.75

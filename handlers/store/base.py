@@ -17,8 +17,9 @@ from decimal import Decimal
 from typing import Any, Literal
 
 from generated import scopes as spec_scopes
+from generated.config import StoreSettings
 
-DEFAULT_TIMEOUT = 2.0  # seconds: store.timeout_seconds' default
+DEFAULT_TIMEOUT = float(StoreSettings().timeout_seconds)  # seconds: the config's default, for stores opened without one
 SCOPES = spec_scopes.SCOPES  # every relay-key scope: the spec's Scope enum
 BudgetPeriod = Literal["total", "daily", "monthly"]
 SECRET_PREFIX = "sk-sw-"
