@@ -11,13 +11,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from generated.config import Config
+from generated.config import Config, TimeoutSettings
 from handlers import config as config_mod
 from handlers.administration.auth import KeyCache
 from handlers.inference.catalog import Catalog
 from handlers.inference.cooldown import Cooldowns, SharedCooldowns
 from handlers.inference.upstreams.base import Upstream
 from handlers.inference.upstreams.registry import build_upstream
+from handlers.metering import money
 from handlers.metering.ledger import Ledger
 from handlers.metering.meter import Meter
 from handlers.metering.ratelimit import Limiter, MemoryLimiter, RedisLimiter
@@ -46,11 +47,9 @@ class Gateway:
         self.upstreams: dict[str, Upstream] = {}
         self.keys = KeyCache(self.store, ttl=float(config.server.key_cache_seconds))
         self.recorder = Recorder(self.store, float(config.decisions.retention_days))
-        led = config.ledger
-        self.ledger = Ledger(self.store, flush_seconds=float(led.flush_seconds), share=float(led.lease_share),
-                             requests=led.lease_requests, minimum=led.lease_minimum_requests)
+        self.ledger = Ledger(self.store, config.ledger)
         # The one writer of settlements and decision records (money first: a record in the store is charged).
-        self._writer = Periodic(self.write, float(led.flush_seconds), "write settlements and decision records")
+        self._writer = Periodic(self.write, self.ledger.flush_seconds, "write settlements and decision records")
         self.ledger.wake = self.recorder.wake = self._writer.wake
         cd, limits = config.cooldown, config.limits
         breaker = (cd.failures, float(cd.window_seconds), float(cd.seconds))
@@ -68,10 +67,10 @@ class Gateway:
         older than this belongs to a process that died, and would otherwise stay held forever."""
         totals = [float(u.timeouts.total) for u in self.config.upstreams.values()]
         drain = float(self.config.server.drain_seconds)
-        return timedelta(seconds=2 * max(totals, default=300) + drain + 60)
+        return timedelta(seconds=2 * max(totals, default=TimeoutSettings().total) + drain + 60)
 
     async def _release_stale(self) -> None:
-        released = await self.store.release_stale(datetime.now(UTC) - self._stale_after())
+        released = await self.store.release_stale(datetime.now(UTC) - self._stale_after(), money.finish)
         if released:
             log.warning("released %d reservation(s) left by a process that stopped without settling", released)
 

@@ -4,12 +4,15 @@ memory, the writer charges what they spent). Every test runs on SQLite and on Po
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal as D
+from functools import partial
 from typing import Any
 
+from generated.config import LedgerSettings
+from handlers.metering import money
 from handlers.metering.ledger import Ledger
-from handlers.store.base import LeaseSync, Limits
+from handlers.store.base import LeaseGrant, LeaseReport, Limits
 from handlers.store.sqlbase import LEASE_ROTATE, SQLStore
 from tests.store_support import (
     NOW,
@@ -23,9 +26,12 @@ from tests.test_store_metering import funded_key, reserve_or_none
 UNIT = D("0.10")  # one request's worst case in these tests
 
 
-def sync(key_id: str, lease_id: str | None = None, spent: D = D(0), in_flight: D = D(0), grow_only: bool = True,
-         want: D = UNIT * 64) -> LeaseSync:
-    return LeaseSync(lease_id, key_id, spent, in_flight, want, UNIT * 4, D("0.25"), grow_only)
+async def sync(store: SQLStore, key_id: str, lease_id: str | None = None, spent: D = D(0), in_flight: D = D(0),
+               grow_only: bool = True, now: datetime = NOW) -> LeaseGrant:
+    """A lease of at most 64 worst cases, useful from 4, a quarter of what remains."""
+    report = LeaseReport(lease_id=lease_id, key_id=key_id, spent=spent, in_flight=in_flight)
+    size = money.LeaseSize(unit=UNIT, requests=64, minimum=4, share=D("0.25"), grow_only=grow_only)
+    return await store.sync_lease(report, now, partial(money.sync_lease, size))
 
 
 async def held(store: SQLStore, key_id: str) -> tuple[D, D]:
@@ -39,10 +45,10 @@ async def held(store: SQLStore, key_id: str) -> tuple[D, D]:
 
 async def test_a_lease_is_a_share_of_what_remains_and_charges_what_was_spent(store: SQLStore) -> None:
     ws_id, key_id = await funded_key(store, D(100), Limits(D("20.00")))
-    grant = await store.sync_lease(sync(key_id), NOW)
+    grant = await sync(store, key_id)
     assert grant.lease_id and grant.useful and grant.amount == D("5.00")  # a quarter of the budget's 20
     assert await held(store, key_id) == (D("5.00"), D(0))  # the float is not "held by requests in flight"
-    grant = await store.sync_lease(sync(key_id, grant.lease_id, spent=D("1.25"), in_flight=D("0.5")), NOW)
+    grant = await sync(store, key_id, grant.lease_id, spent=D("1.25"), in_flight=D("0.5"))
     # 1.25 spent leaves the lease; what remains to hold is 20 - 1.25, a quarter of it is 4.6875 (money's precision)
     assert grant.amount == D("4.6875")
     key, ws = await store.get_key(key_id), await store.get_workspace(ws_id)
@@ -55,16 +61,16 @@ async def test_a_lease_is_a_share_of_what_remains_and_charges_what_was_spent(sto
 
 async def test_grow_only_never_shrinks_and_a_closed_lease_gives_back_all_but_in_flight(store: SQLStore) -> None:
     ws_id, key_id = await funded_key(store, D("4.00"))
-    lease = await store.sync_lease(sync(key_id), NOW)
+    lease = await sync(store, key_id)
     assert lease.amount == D("1.00")
     assert await reserve_or_none(store, key_id, D("2.60")) is not None  # others took most of the rest
-    grant = await store.sync_lease(sync(key_id, lease.lease_id, in_flight=D("0.3")), NOW)
+    grant = await sync(store, key_id, lease.lease_id, in_flight=D("0.3"))
     # A quarter of what remains (0.40 + 1.00) is 0.35, under 4 worst cases: not worth drawing on, but not shrunk
     # while requests may still be drawing on it.
     assert (grant.amount, grant.useful) == (D("1.00"), False)
-    grant = await store.sync_lease(sync(key_id, lease.lease_id, in_flight=D("0.3"), grow_only=False), NOW)
+    grant = await sync(store, key_id, lease.lease_id, in_flight=D("0.3"), grow_only=False)
     assert (grant.lease_id, grant.amount, grant.useful) == (lease.lease_id, D("0.3"), False)
-    grant = await store.sync_lease(sync(key_id, lease.lease_id, spent=D("0.25"), grow_only=False), NOW)
+    grant = await sync(store, key_id, lease.lease_id, spent=D("0.25"), grow_only=False)
     assert (grant.lease_id, grant.amount) == (None, D(0))  # closed: settled, nothing held
     ws = await store.get_workspace(ws_id)
     assert ws is not None and (ws.credit, ws.reserved) == (D("3.75"), D("2.60"))
@@ -72,16 +78,16 @@ async def test_grow_only_never_shrinks_and_a_closed_lease_gives_back_all_but_in_
 
 async def test_too_little_left_means_no_lease(store: SQLStore) -> None:
     _, key_id = await funded_key(store, D(100), Limits(D("1.00")))  # ten worst cases: a quarter is under four
-    grant = await store.sync_lease(sync(key_id), NOW)
+    grant = await sync(store, key_id)
     assert (grant.lease_id, grant.amount, grant.useful) == (None, D(0), False)
     assert await held(store, key_id) == (D(0), D(0))
 
 
 async def test_a_lease_rotates_into_a_settled_row(store: SQLStore, backend: Backend) -> None:
     _, key_id = await funded_key(store, D(100))
-    first = await store.sync_lease(sync(key_id), NOW)
+    first = await sync(store, key_id)
     later = NOW + LEASE_ROTATE + timedelta(seconds=1)
-    second = await store.sync_lease(sync(key_id, first.lease_id, spent=D("0.5")), later)
+    second = await sync(store, key_id, first.lease_id, spent=D("0.5"), now=later)
     assert second.lease_id not in (None, first.lease_id) and second.amount == D("6.40") - D("0.5") + D("0.5")
     rows = await backend.query(f"SELECT id, state, cost FROM reservations WHERE key_id = '{key_id}' ORDER BY created_at")
     assert [(r[0], r[1], D(str(r[2]))) for r in rows] == [(first.lease_id, "settled", D("0.5")),
@@ -92,9 +98,9 @@ async def test_a_lease_rotates_into_a_settled_row(store: SQLStore, backend: Back
 
 async def test_a_lease_released_as_a_dead_process_s_still_charges_what_it_spent(store: SQLStore) -> None:
     ws_id, key_id = await funded_key(store, D(10))
-    lease = await store.sync_lease(sync(key_id), NOW)
-    assert await store.release_stale(NOW + timedelta(days=1)) == 1  # the process looked dead
-    grant = await store.sync_lease(sync(key_id, lease.lease_id, spent=D("0.7")), NOW)
+    lease = await sync(store, key_id)
+    assert await store.release_stale(NOW + timedelta(days=1), money.finish) == 1  # the process looked dead
+    grant = await sync(store, key_id, lease.lease_id, spent=D("0.7"))
     assert grant.lease_id not in (None, lease.lease_id)  # a new lease
     ws = await store.get_workspace(ws_id)
     assert ws is not None and ws.credit == D("9.3") and ws.spend_total == D("0.7")
@@ -104,7 +110,7 @@ async def test_requests_draw_in_memory_and_the_writer_charges_them(store: SQLSto
     ws_id, key_id = await funded_key(store, D(100))
     key = await store.get_key(key_id)
     assert key is not None
-    ledger = Ledger(store, flush_seconds=60)
+    ledger = Ledger(store, LedgerSettings(flush_seconds=60))
     leases = [await ledger.draw(key, UNIT) for _ in range(40)]
     assert all(lease is leases[0] for lease in leases)
     assert await held(store, key_id) == (UNIT * 64, D(0))  # one store round trip took the lease
@@ -129,7 +135,7 @@ def _spend_in_process(kind: str, url: str, key_id: str, n: int, start: Any, resu
 
         store = Backend(kind, url).new_store()
         await store.open()
-        ledger = Ledger(store, flush_seconds=0.05)
+        ledger = Ledger(store, LedgerSettings(flush_seconds=0.05))
         key = await store.get_key(key_id)
         assert key is not None
         paid = 0
@@ -150,7 +156,7 @@ def _spend_in_process(kind: str, url: str, key_id: str, n: int, start: Any, resu
                     continue
                 for _ in range(8):  # refused while leases give back what nothing draws on (the Meter's rule)
                     try:
-                        rsv = await store.reserve(key.id, UNIT, NOW)
+                        rsv = await store.reserve(key.id, UNIT, NOW, money.hold)
                     except Refused as refused:
                         if not refused.leased:
                             return
@@ -158,7 +164,7 @@ def _spend_in_process(kind: str, url: str, key_id: str, n: int, start: Any, resu
                         continue
                     except StoreUnavailable:
                         continue
-                    await store.settle(rsv, UNIT)
+                    await store.finish(rsv, UNIT, money.finish)
                     paid += 1
                     break
 

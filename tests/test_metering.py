@@ -264,11 +264,13 @@ async def test_an_answer_without_usage_is_estimated_and_marked(tmp_path: Path) -
 def test_holds_left_by_a_dead_process_are_released(metered: Live) -> None:
     from datetime import UTC, datetime, timedelta
 
+    from handlers.metering import money
+
     ws = metered.run(metered.gateway.store.create_workspace("reap", Decimal(1)))
     key = metered.run(metered.gateway.store.key_by_secret(metered.create_key(workspace_id=ws.id)))
     long_ago = datetime.now(UTC) - timedelta(hours=3)  # older than any request can live with these timeouts
-    metered.run(metered.gateway.store.reserve(key.id, Decimal("0.5"), long_ago))
-    metered.run(metered.gateway.store.reserve(key.id, Decimal("0.25"), datetime.now(UTC)))  # in flight: kept
+    metered.run(metered.gateway.store.reserve(key.id, Decimal("0.5"), long_ago, money.hold))
+    metered.run(metered.gateway.store.reserve(key.id, Decimal("0.25"), datetime.now(UTC), money.hold))  # in flight: kept
     metered.run(metered.gateway._release_stale())
     after = metered.run(metered.gateway.store.get_key(key.id))
     assert after.reserved == Decimal("0.25")

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from handlers.metering import money
 from handlers.store import Store
 from handlers.store.base import Limits, Refused
 from handlers.store.sqlbase import SQLStore
@@ -26,7 +27,7 @@ from tests.store_support import (
 
 async def reserve_or_none(store: Store, key_id: str, amount: D, now: datetime = NOW) -> str | None:
     try:
-        return await store.reserve(key_id, amount, now)
+        return await store.reserve(key_id, amount, now, money.hold)
     except Refused:
         return None
 
@@ -42,62 +43,62 @@ async def funded_key(store: Store, credit: D = D(100), limits: Limits | None = N
 
 async def test_reserve_settle_release_exact(store: Store) -> None:
     ws_id, key_id = await funded_key(store, D("10.00"), Limits(D("5.00")))
-    first = await store.reserve(key_id, D("0.10"), NOW)
-    second = await store.reserve(key_id, D("0.20"), NOW)
+    first = await store.reserve(key_id, D("0.10"), NOW, money.hold)
+    second = await store.reserve(key_id, D("0.20"), NOW, money.hold)
     assert re.fullmatch(r"rsv_[0-9a-f]+", first) and first != second
     key, ws = await store.get_key(key_id), await store.get_workspace(ws_id)
     assert key is not None and ws is not None and key.reserved == D("0.30") == ws.reserved
-    await store.settle(first, D("0.07"))
-    await store.settle(first, D("5.00"))  # idempotent: the first settle stands
-    await store.release(first)
-    await store.release(second)
-    await store.release(second)
-    await store.settle(second, D(1))
+    await store.finish(first, D("0.07"), money.finish)
+    await store.finish(first, D("5.00"), money.finish)  # idempotent: the first settle stands
+    await store.finish(first, None, money.finish)
+    await store.finish(second, None, money.finish)
+    await store.finish(second, None, money.finish)
+    await store.finish(second, D(1), money.finish)
     key, ws = await store.get_key(key_id), await store.get_workspace(ws_id)
     assert key is not None and ws is not None
     assert (key.reserved, key.spend_total, key.spend_period) == (D(0), D("0.07"), D("0.07"))
     assert (ws.reserved, ws.spend_total, ws.credit) == (D(0), D("0.07"), D("9.93"))
     with pytest.raises(LookupError):
-        await store.settle("rsv_missing", D(1))
+        await store.finish("rsv_missing", D(1), money.finish)
     with pytest.raises(LookupError):
-        await store.reserve("key_missing", D(1), NOW)
+        await store.reserve("key_missing", D(1), NOW, money.hold)
     with pytest.raises(ValueError):
-        await store.reserve(key_id, D(-1), NOW)
+        await store.reserve(key_id, D(-1), NOW, money.hold)
 
 
 async def test_refused_budget(store: Store) -> None:
     _, key_id = await funded_key(store, limits=Limits(D("1.50")))
-    await store.settle(await store.reserve(key_id, D("1.20"), NOW), D("1.20"))
-    await store.reserve(key_id, D("0.30"), NOW)
+    await store.finish(await store.reserve(key_id, D("1.20"), NOW, money.hold), D("1.20"), money.finish)
+    await store.reserve(key_id, D("0.30"), NOW, money.hold)
     with pytest.raises(Refused) as refused:
-        await store.reserve(key_id, D("0.05"), NOW)
+        await store.reserve(key_id, D("0.05"), NOW, money.hold)
     assert refused.value.reason == "budget"
     expected = "over the key's total budget: spent 1.20 + held 0.30 + this request up to 0.05 exceeds 1.50"
     assert refused.value.message == expected == str(refused.value)
-    assert await store.reserve(key_id, D(0), NOW)  # nothing to pay: always allowed
+    assert await store.reserve(key_id, D(0), NOW, money.hold)  # nothing to pay: always allowed
 
 
 async def test_refused_credit(store: Store) -> None:
     _, key_id = await funded_key(store, D("0.40"))
-    await store.reserve(key_id, D("0.35"), NOW)
+    await store.reserve(key_id, D("0.35"), NOW, money.hold)
     with pytest.raises(Refused) as refused:
-        await store.reserve(key_id, D("0.10"), NOW)
+        await store.reserve(key_id, D("0.10"), NOW, money.hold)
     assert refused.value.reason == "credit"
     assert refused.value.message == "out of credit: balance 0.40, held 0.35, this request needs up to 0.10"
-    assert await store.reserve(key_id, D(0), NOW)
+    assert await store.reserve(key_id, D(0), NOW, money.hold)
     assert await reserve_or_none(store, key_id, D("0.05")) is not None  # exactly to zero is fine
     _, broke = await funded_key(store, D(0))
     with pytest.raises(Refused, match="out of credit: balance 0.00, held 0.00, this request needs up to 0.000125"):
-        await store.reserve(broke, D("0.000125"), NOW)
+        await store.reserve(broke, D("0.000125"), NOW, money.hold)
 
 
 async def test_settle_may_cost_more_than_held(store: Store) -> None:
     ws_id, key_id = await funded_key(store, D("1.00"))
-    await store.settle(await store.reserve(key_id, D("0.10"), NOW), D("1.25"))
+    await store.finish(await store.reserve(key_id, D("0.10"), NOW, money.hold), D("1.25"), money.finish)
     ws = await store.get_workspace(ws_id)
     assert ws is not None and (ws.credit, ws.reserved) == (D("-0.25"), D(0))
     with pytest.raises(Refused, match="balance -0.25"):
-        await store.reserve(key_id, D("0.01"), NOW)
+        await store.reserve(key_id, D("0.01"), NOW, money.hold)
 
 
 @pytest.mark.parametrize(
@@ -110,27 +111,27 @@ async def test_settle_may_cost_more_than_held(store: Store) -> None:
 )
 async def test_budget_period_rolls_over(store: Store, period: str, before: datetime, after: datetime) -> None:
     _, key_id = await funded_key(store, limits=Limits(D("1.00"), period))  # type: ignore[arg-type]
-    await store.settle(await store.reserve(key_id, D("0.80"), before), D("0.80"))
+    await store.finish(await store.reserve(key_id, D("0.80"), before, money.hold), D("0.80"), money.finish)
     assert await reserve_or_none(store, key_id, D("0.30"), before) is None
-    held = await store.reserve(key_id, D("0.30"), after)
+    held = await store.reserve(key_id, D("0.30"), after, money.hold)
     key = await store.get_key(key_id)
     assert key is not None
     assert (key.spend_period, key.spend_total, key.reserved) == (D(0), D("0.80"), D("0.30"))
     assert key.period_start == after.replace(hour=0, minute=0, second=0) and key.period_start.tzinfo == UTC
-    await store.settle(held, D("0.30"))
+    await store.finish(held, D("0.30"), money.finish)
     assert await reserve_or_none(store, key_id, D("0.71"), after + timedelta(minutes=1)) is None
     assert await reserve_or_none(store, key_id, D("0.70"), before) is not None  # the past does not roll back
 
 
 async def test_total_budget_never_rolls(store: Store) -> None:
     _, key_id = await funded_key(store, limits=Limits(D("1.00"), "total"))
-    await store.settle(await store.reserve(key_id, D("1.00"), NOW), D("1.00"))
+    await store.finish(await store.reserve(key_id, D("1.00"), NOW, money.hold), D("1.00"), money.finish)
     assert await reserve_or_none(store, key_id, D("0.01"), NOW + timedelta(days=400)) is None
 
 
 async def test_changing_the_period_counts_settled_spend(store: Store) -> None:
     _, key_id = await funded_key(store, limits=Limits(D(5)))
-    await store.settle(await store.reserve(key_id, D("0.40"), NOW), D("0.40"))
+    await store.finish(await store.reserve(key_id, D("0.40"), NOW, money.hold), D("0.40"), money.finish)
     daily = await store.update_key(key_id, limits=Limits(D(1), "daily"))
     assert daily is not None and daily.spend_period == D("0.40")  # settled today
     total = await store.update_key(key_id, limits=Limits(D(1), "total"))
@@ -139,12 +140,12 @@ async def test_changing_the_period_counts_settled_spend(store: Store) -> None:
 
 async def test_release_stale(store: SQLStore) -> None:
     ws_id, key_id = await funded_key(store, D(1))
-    old = await store.reserve(key_id, D("0.50"), NOW - timedelta(hours=2))
-    fresh = await store.reserve(key_id, D("0.25"), NOW)
-    assert await store.release_stale(NOW - timedelta(hours=1)) == 1
-    assert await store.release_stale(NOW - timedelta(hours=1)) == 0
-    await store.settle(old, D(1))  # already released: no effect
-    await store.settle(fresh, D("0.25"))
+    old = await store.reserve(key_id, D("0.50"), NOW - timedelta(hours=2), money.hold)
+    fresh = await store.reserve(key_id, D("0.25"), NOW, money.hold)
+    assert await store.release_stale(NOW - timedelta(hours=1), money.finish) == 1
+    assert await store.release_stale(NOW - timedelta(hours=1), money.finish) == 0
+    await store.finish(old, D(1), money.finish)  # already released: no effect
+    await store.finish(fresh, D("0.25"), money.finish)
     ws = await store.get_workspace(ws_id)
     assert ws is not None and (ws.credit, ws.reserved) == (D("0.75"), D(0))
 
@@ -156,7 +157,7 @@ async def _race(stores: list[SQLStore], key_id: str, amount: D, n: int = 50) -> 
     async def one(i: int) -> bool:
         held = await reserve_or_none(stores[i % len(stores)], key_id, amount)
         if held is not None and i % 2:
-            await stores[i % len(stores)].settle(held, amount)
+            await stores[i % len(stores)].finish(held, amount, money.finish)
         return held is not None
 
     return sum(await asyncio.gather(*(one(i) for i in range(n))))

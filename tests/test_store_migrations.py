@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from handlers.metering import money
 from handlers.store import PostgresStore, SQLiteStore, Store, open_store
 from handlers.store.base import Limits
 from handlers.store.sqlbase import SQLStore
@@ -100,7 +101,7 @@ async def test_migrations_upgrade_and_keep_rows(backend: Backend) -> None:
         assert ws is not None and ws.credit == D("7.25") and ws.created_at == datetime(2024, 1, 1, tzinfo=UTC)
         key = await stores[1].key_by_secret("sk-sw-old")
         assert key is not None and key.scopes == ("inference",) and key.limits == Limits()
-        await stores[2].settle(await stores[2].reserve(key.id, D("0.25"), NOW), D("0.25"))
+        await stores[2].finish(await stores[2].reserve(key.id, D("0.25"), NOW, money.hold), D("0.25"), money.finish)
         assert (await stores[0].get_workspace(ws.id)).credit == D("7.00")  # type: ignore[union-attr]
     finally:
         for s in stores:
@@ -138,3 +139,19 @@ def test_open_store_urls(tmp_path: Any) -> None:
     assert "hunter2" not in str(error.value)
     with pytest.raises(ValueError):
         open_store("sqlite://relative.db")
+
+
+async def test_a_store_waits_as_long_as_the_config_says(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Opened without a timeout, a store takes the config's default; the CLI's takes the configured one."""
+    from generated.config import StoreSettings
+    from handlers.cli.admin import with_store
+
+    assert open_store(str(tmp_path / "d.db")).timeout == StoreSettings().timeout_seconds
+    monkeypatch.delenv("SPECWAY_CONFIG", raising=False)
+    path = tmp_path / "specway.yaml"
+    path.write_text(f"store: {{url: 'sqlite:///{tmp_path / 'c.db'}', timeout_seconds: 0.75}}\n")
+
+    async def timeout(store: Store, _: Any) -> float:
+        return store.timeout
+
+    assert await with_store(str(path), timeout) == 0.75

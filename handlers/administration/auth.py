@@ -1,6 +1,6 @@
 """Relay-key authentication: a hash, an indexed read, and a short in-process cache.
 
-A key revoked or expired in the store stops working within `server.key_cache_seconds` (default 5 s):
+A key revoked or expired in the store stops working within `server.key_cache_seconds`:
 cached entries are trusted only that long. Unknown keys are never cached, so a new key works at once.
 
 While the store cannot be reached (StoreUnavailable), a key this process has seen keeps working from its last

@@ -42,7 +42,7 @@ def redact(url: str) -> str:
 async def with_store(cfg_path: str | None, fn: Action) -> Any:
     cfg = config_mod.load(cfg_path)
     url = cfg.store.url
-    store = open_store(url)
+    store = open_store(url, float(cfg.store.timeout_seconds))
     try:
         await store.open()
     except Exception as exc:  # noqa: BLE001 - any failure to open it: name the store and stop

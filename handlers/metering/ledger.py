@@ -23,9 +23,12 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
+from functools import partial
 
+from generated.config import LedgerSettings
 from handlers.errors import StoreUnavailable
-from handlers.store.base import Key, LeaseSync, Outage, Store
+from handlers.metering import money
+from handlers.store.base import Key, LeaseReport, Outage, Store
 
 log = logging.getLogger("specway.ledger")
 _IDLE_FLUSHES = 5  # a lease nothing drew on for this many flush intervals is given back
@@ -56,13 +59,13 @@ class Lease:
 
 
 class Ledger:
-    def __init__(self, store: Store, *, flush_seconds: float = 1.0, share: float = 0.25, requests: int = 64,
-                 minimum: int = 4) -> None:
+    def __init__(self, store: Store, settings: LedgerSettings | None = None) -> None:
+        settings = settings or LedgerSettings()
         self.store = store
-        self.flush_seconds = flush_seconds
-        self._share = Decimal(str(share))
-        self._requests = requests
-        self._minimum = minimum
+        self.flush_seconds = float(settings.flush_seconds)
+        self._share = Decimal(str(settings.lease_share))
+        self._requests = settings.lease_requests
+        self._minimum = settings.lease_minimum_requests
         self._leases: dict[str, Lease] = {}
         self._settlements: dict[str, Decimal | None] = {}  # direct holds whose settlement waits for the store
         self._outage = Outage("settlements", "what was spent stays in memory and is written when it is back", log)
@@ -107,7 +110,7 @@ class Ledger:
         """Write every lease's spending and resize it; with `final`, give every lease back (shutdown)."""
         for reservation, cost in list(self._settlements.items()):
             try:
-                await (self.store.release(reservation) if cost is None else self.store.settle(reservation, cost))
+                await self.store.finish(reservation, cost, money.finish)
             except StoreUnavailable as away:
                 self._outage.down(away.reason)
                 return
@@ -149,9 +152,10 @@ class Ledger:
         was: what was spent stays to be written."""
         spent = lease.spent
         wanted = lease.open or reopen  # else it is being given back: it keeps only what its requests hold
-        sync = LeaseSync(lease.id, lease.key_id, spent, lease.in_flight, lease.unit * self._requests if wanted else
-                         Decimal(0), lease.unit * self._minimum, self._share, grow_only=lease.open)
-        grant = await self.store.sync_lease(sync, datetime.now(UTC))
+        size = money.LeaseSize(unit=lease.unit, requests=self._requests if wanted else 0, minimum=self._minimum,
+                               share=self._share, grow_only=lease.open)
+        report = LeaseReport(lease_id=lease.id, key_id=lease.key_id, spent=spent, in_flight=lease.in_flight)
+        grant = await self.store.sync_lease(report, datetime.now(UTC), partial(money.sync_lease, size))
         lease.spent -= spent
         lease.id, lease.amount = grant.lease_id, grant.amount
         lease.open = grant.useful and (lease.open or reopen)

@@ -19,7 +19,7 @@ from handlers.errors import ApiError, StoreUnavailable
 from handlers.inference import tokens
 from handlers.inference.canonical import Request, Usage
 from handlers.inference.catalog import Model
-from handlers.metering import ratelimit
+from handlers.metering import money, ratelimit
 from handlers.metering.ledger import Lease, Ledger
 from handlers.metering.ratelimit import Limiter, Verdict
 from handlers.store.base import Key, Refused, Store
@@ -118,13 +118,13 @@ class Meter:
         wait = self.ledger.flush_seconds / 2
         for _ in range(6):
             try:
-                return await self.store.reserve(key.id, worst, datetime.now(UTC))
+                return await self.store.reserve(key.id, worst, datetime.now(UTC), money.hold)
             except Refused as refused:
                 if not refused.leased:
                     raise
             self.ledger.wake()
             await asyncio.sleep(wait)
-        return await self.store.reserve(key.id, worst, datetime.now(UTC))
+        return await self.store.reserve(key.id, worst, datetime.now(UTC), money.hold)
 
     async def settle(self, hold: Hold, model: Model, usage: Usage | None, output_chars: int) -> Charge:
         """Replace the hold by the real cost; give back the tokens the estimate took too many of."""
@@ -157,8 +157,7 @@ class Meter:
             self.ledger.settle(hold.lease, hold.held, cost)
         elif hold.reservation is not None:  # a free model's cost is 0 and nothing was held
             try:
-                await (self.store.release(hold.reservation) if cost is None
-                       else self.store.settle(hold.reservation, cost))
+                await self.store.finish(hold.reservation, cost, money.finish)
             except StoreUnavailable:
                 self.ledger.later(hold.reservation, cost)  # never lost: written when the store is back
         unused = hold.token_charge - used_tokens

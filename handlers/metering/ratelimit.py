@@ -22,6 +22,7 @@ from typing import Literal
 from redis.exceptions import RedisError
 
 from generated import errors as codes
+from generated.config import LimitsSettings
 from handlers import redisconn
 from handlers.errors import ApiError
 
@@ -188,7 +189,8 @@ class RedisLimiter(Limiter):
     from load. Under load a hit queues for a connection, and past the pool's wait it is refused with 503 (the
     gateway is overloaded): failing open then would let a key past its limit exactly when it is busiest."""
 
-    def __init__(self, url: str, *, prefix: str = "specway:rl:", on_error: Literal["open", "closed"] = "open") -> None:
+    def __init__(self, url: str, *, prefix: str = "specway:rl:",
+                 on_error: Literal["open", "closed"] = LimitsSettings().on_redis_error) -> None:
         self._link = redisconn.Link(url, log, "rate limiter", f"failing {on_error}")
         self._redis = self._link.redis
         self._script = self._redis.register_script(_LUA)  # EVALSHA, falling back to SCRIPT LOAD on NOSCRIPT

@@ -10,14 +10,16 @@ import abc
 import hashlib
 import logging
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 from typing import Any, Literal
 
 from generated import scopes as spec_scopes
+from generated.config import StoreSettings
 
-DEFAULT_TIMEOUT = 2.0  # seconds: store.timeout_seconds' default
+DEFAULT_TIMEOUT = float(StoreSettings().timeout_seconds)  # seconds: the config's default, for stores opened without one
 SCOPES = spec_scopes.SCOPES  # every relay-key scope: the spec's Scope enum
 BudgetPeriod = Literal["total", "daily", "monthly"]
 SECRET_PREFIX = "sk-sw-"
@@ -74,8 +76,9 @@ class Key:
 
 
 class Refused(Exception):
-    """A reservation that cannot be paid for. `reason` is 'credit' or 'budget'; `leased` says that leases held
-    by running processes hold part of what is missing (they give it back within a flush or two)."""
+    """A hold that cannot be paid for, raised by a hold rule. `reason` is 'credit' or 'budget'; `leased`, set by the
+    store, says that leases held by running processes hold part of what is missing (they give it back within a flush
+    or two)."""
 
     def __init__(self, reason: Literal["credit", "budget"], message: str, leased: bool = False) -> None:
         super().__init__(message)
@@ -85,29 +88,43 @@ class Refused(Exception):
 
 
 @dataclass(frozen=True, slots=True)
-class LeaseSync:
-    """What a process tells the store about one of its leases, and how it wants it sized.
+class Books:
+    """A key, its workspace and what one reservation of theirs holds, as a money transaction read them (rows locked).
 
-    The store charges `spent`, then sizes the lease to `share` of what the key and its workspace could pay
-    (itself included), at most `want`; below `minimum` it keeps only `in_flight`. With `grow_only`, requests may
-    be drawing on the current amount, so it never shrinks (a lease that stops being useful says so, and is shrunk
-    at the next sync, once nothing draws on it)."""
+    A money rule (handlers/metering/money.py) takes it and returns it changed; the store writes what it returns:
+    the key's and the workspace's money columns, and `held` as what the reservation holds from then on."""
+
+    key: Key
+    workspace: Workspace
+    held: Decimal = Decimal(0)  # 0 for a reservation not made yet, or one no longer held
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeaseReport:
+    """What a process tells the store about one of its leases at a sync."""
 
     lease_id: str | None  # None: no lease yet
     key_id: str
     spent: Decimal  # settled by its requests since the last sync
     in_flight: Decimal  # held now by its requests
-    want: Decimal
-    minimum: Decimal
-    share: Decimal
-    grow_only: bool
 
 
 @dataclass(frozen=True, slots=True)
 class LeaseGrant:
     lease_id: str | None  # None: no lease is held any more
     amount: Decimal  # held in the store for the lease now (spent already deducted)
-    useful: bool  # at least `minimum`: requests may draw on it
+    useful: bool  # big enough for requests to draw on
+
+
+# The money rules the store runs inside its transactions (handlers/metering/money.py): the store reads the rows,
+# passes them to the rule the metering layer gave it, and writes what the rule returns; it decides nothing itself.
+# (the key and workspace, nothing held yet; the amount; now) -> them holding it. Raises Refused.
+HoldRule = Callable[[Books, Decimal, datetime], Books]
+# (the key and workspace, what the reservation holds; its cost, None when released) -> them with it finished.
+FinishRule = Callable[[Books, Decimal | None], Books]
+# (the key and workspace, what the lease holds; the process's report; now) -> them with the lease charged and
+# resized, and whether it is big enough for requests to draw on.
+LeaseRule = Callable[[Books, LeaseReport, datetime], tuple[Books, bool]]
 
 
 class Outage:
@@ -197,28 +214,25 @@ class Store(abc.ABC):
     async def touch_keys(self, last_used: dict[str, datetime]) -> None:
         """Record last-used times, batched off the hot path."""
 
-    # metering: reserve the worst case before the upstream call, settle or release after
+    # metering: reserve the worst case before the upstream call, finish (settle or release) after. Each is one
+    # transaction that locks the rows it changes; the money rule passed in decides, the store writes what it returns.
     @abc.abstractmethod
-    async def reserve(self, key_id: str, amount: Decimal, now: datetime) -> str:
-        """Atomically hold `amount` against the key's budget and its workspace's credit.
+    async def reserve(self, key_id: str, amount: Decimal, now: datetime, rule: HoldRule) -> str:
+        """Atomically hold `amount` against the key's budget and its workspace's credit, as `rule` decides.
 
-        Returns a reservation id; raises Refused when either cannot pay. Budget periods roll over here.
+        Returns a reservation id; raises Refused when the rule refuses (with `leased` set).
         """
 
     @abc.abstractmethod
-    async def settle(self, reservation_id: str, cost: Decimal) -> None:
-        """Replace the hold by the real cost: added to spend, deducted from credit. Idempotent."""
+    async def finish(self, reservation_id: str, cost: Decimal | None, rule: FinishRule) -> None:
+        """Settle a hold to its real cost, or release it without spending (None). Idempotent."""
 
     @abc.abstractmethod
-    async def release(self, reservation_id: str) -> None:
-        """Drop the hold without spending. Idempotent."""
+    async def sync_lease(self, report: LeaseReport, now: datetime, rule: LeaseRule) -> LeaseGrant:
+        """Charge a lease's spending and resize it as `rule` decides, in one transaction."""
 
     @abc.abstractmethod
-    async def sync_lease(self, sync: LeaseSync, now: datetime) -> LeaseGrant:
-        """Charge a lease's spending and resize it, in one transaction (see LeaseSync)."""
-
-    @abc.abstractmethod
-    async def release_stale(self, older_than: datetime) -> int:
+    async def release_stale(self, older_than: datetime, rule: FinishRule) -> int:
         """Release holds made before `older_than` and never settled (their process died); return how many."""
 
     # decision records (written in batches by the recorder)

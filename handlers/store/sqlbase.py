@@ -1,6 +1,8 @@
-"""What the SQLite and PostgreSQL stores share: every query and all the money logic.
+"""What the SQLite and PostgreSQL stores share: every query, and the transactions that apply the money rules.
 
-A backend only connects, opens transactions and binds values. The SQL here is written once with $n
+A backend only connects, opens transactions and binds values. What a budget or a balance allows is decided by the
+rule each money call is given (handlers/metering/money.py), on rows read and locked here; this module writes its
+result and keeps the rows (reservations, leases) in order. The SQL here is written once with $n
 placeholders (the SQLite backend rewrites them to ?n); `lock` is " FOR UPDATE" on PostgreSQL and empty on
 SQLite, whose BEGIN IMMEDIATE already locks the whole database. Every read-modify-write runs in `_tx()` and
 locks rows in one order — reservation, key, workspace — so concurrent transactions cannot deadlock.
@@ -13,16 +15,29 @@ import json
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime, timedelta
-from decimal import ROUND_DOWN, Decimal
+from decimal import Decimal
 from typing import Any, Protocol
 
 from . import usage
-from .base import Key, LeaseGrant, LeaseSync, Limits, Refused, Store, Workspace, hash_secret, new_secret
+from .base import (
+    Books,
+    FinishRule,
+    HoldRule,
+    Key,
+    LeaseGrant,
+    LeaseReport,
+    LeaseRule,
+    Limits,
+    Refused,
+    Store,
+    Workspace,
+    hash_secret,
+    new_secret,
+)
 from .values import (
     apply_key_changes,
     as_money,
     as_time,
-    fmt_money,
     key_row,
     new_id,
     period_floor,
@@ -72,7 +87,6 @@ _LEASE_COLS = ("id", "key_id", "workspace_id", "amount", "state", "created_at", 
 # A lease is closed and reopened (same amount, new row) this often, so that its spending lands in settled rows
 # (what a budget period's change sums) and no live lease ever looks like one a dead process left.
 LEASE_ROTATE = timedelta(seconds=60)
-_LEASE_STEP = Decimal("1e-9")  # lease sizes are rounded down to this, so that their sums never lose precision
 
 
 class Conn(Protocol):
@@ -86,39 +100,6 @@ class Conn(Protocol):
         """Run one statement; return the number of rows it changed."""
 
     async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None: ...
-
-
-def _roll_period(key: Key, now: datetime) -> None:
-    start = period_floor(key.limits.budget_period, now)
-    if start is not None and (key.period_start is None or start > key.period_start):
-        key.spend_period, key.period_start = Decimal(0), start
-
-
-def _free(key: Key, ws: Workspace) -> Decimal:
-    """What the key may still hold: the smaller of its budget's and its workspace's credit's remainders."""
-    free = ws.credit - ws.reserved
-    if key.limits.budget is not None:
-        free = min(free, key.limits.budget - key.spend_period - key.reserved)
-    return max(Decimal(0), free)
-
-
-def check_budget(key: Key, amount: Decimal) -> None:
-    budget = key.limits.budget
-    if amount > 0 and budget is not None and key.spend_period + key.reserved + amount > budget:
-        raise Refused(
-            "budget",
-            f"over the key's {key.limits.budget_period} budget: spent {fmt_money(key.spend_period)} + held "
-            f"{fmt_money(key.reserved)} + this request up to {fmt_money(amount)} exceeds {fmt_money(budget)}",
-        )
-
-
-def check_credit(ws: Workspace, amount: Decimal) -> None:
-    if amount > 0 and ws.credit - ws.reserved - amount < 0:
-        raise Refused(
-            "credit",
-            f"out of credit: balance {fmt_money(ws.credit)}, held {fmt_money(ws.reserved)}, "
-            f"this request needs up to {fmt_money(amount)}",
-        )
 
 
 class SQLStore(Store):
@@ -270,138 +251,112 @@ class SQLStore(Store):
         async with self._tx() as tx:
             await tx.executemany(sql, rows)
 
-    # metering
-    async def reserve(self, key_id: str, amount: Decimal, now: datetime) -> str:
+    # metering: the rows are read (locked) and written here; the money rule passed in decides what they become
+    async def _books(self, tx: Conn, key_id: str, held: Decimal = Decimal(0)) -> Books:
+        """The key and its workspace, locked in that order (after the reservation's row, when there is one)."""
+        key = await self._locked_key(tx, key_id)
+        if key is None:
+            raise LookupError(f"no key {key_id}")
+        ws = await self._locked_workspace(tx, key.workspace_id)
+        assert ws is not None  # a foreign key
+        return Books(key, ws, held)
+
+    async def _write_books(self, tx: Conn, books: Books) -> None:
+        key, ws = books.key, books.workspace
+        await tx.execute(
+            _update("keys", ("reserved", "spend_total", "spend_period", "period_start")),
+            key.id, key.reserved, key.spend_total, key.spend_period, key.period_start,
+        )  # fmt: skip
+        await tx.execute(
+            _update("workspaces", ("reserved", "credit", "spend_total")), ws.id, ws.reserved, ws.credit, ws.spend_total
+        )
+
+    async def reserve(self, key_id: str, amount: Decimal, now: datetime, rule: HoldRule) -> str:
         """Hold `amount`; raises Refused, LookupError for an unknown key, ValueError for a negative amount."""
         amount, now = as_money(amount), utc(now)
         if amount < 0:
             raise ValueError(f"cannot reserve a negative amount ({amount})")
         reservation_id = new_id("rsv_", 12)
         async with self._tx() as tx:
-            key = await self._locked_key(tx, key_id)
-            if key is None:
-                raise LookupError(f"no key {key_id}")
-            ws = await self._locked_workspace(tx, key.workspace_id)
-            assert ws is not None  # a foreign key
-            _roll_period(key, now)
+            books = await self._books(tx, key_id)
             try:
-                check_budget(key, amount)
-                check_credit(ws, amount)
+                books = rule(books, amount, now)
             except Refused as refused:
-                leases = await tx.fetch(_LEASES + " AND (key_id = $1 OR workspace_id = $2)", key.id, ws.id)
+                leases = await tx.fetch(_LEASES + " AND (key_id = $1 OR workspace_id = $2)", key_id, books.workspace.id)
                 refused.leased = any(Decimal(r["amount"]) > Decimal(r["in_flight"]) for r in leases)
                 raise
-            await tx.execute(
-                "UPDATE keys SET reserved = $2, spend_period = $3, period_start = $4 WHERE id = $1",
-                key.id, key.reserved + amount, key.spend_period, key.period_start,
-            )  # fmt: skip
-            await tx.execute("UPDATE workspaces SET reserved = $2 WHERE id = $1", ws.id, ws.reserved + amount)
+            await self._write_books(tx, books)
             await tx.execute(
                 _insert("reservations", ("id", "key_id", "workspace_id", "amount", "state", "created_at")),
-                reservation_id, key.id, ws.id, amount, "held", now,
+                reservation_id, key_id, books.workspace.id, books.held, "held", now,
             )  # fmt: skip
         return reservation_id
 
-    async def settle(self, reservation_id: str, cost: Decimal) -> None:
-        cost = as_money(cost)
-        if cost < 0:
-            raise ValueError(f"a cost cannot be negative ({cost})")
-        await self._finish(reservation_id, cost)
+    async def finish(self, reservation_id: str, cost: Decimal | None, rule: FinishRule) -> None:
+        """Settle (cost) or release (None); LookupError for an unknown reservation, ValueError for a negative cost."""
+        if cost is not None:
+            cost = as_money(cost)
+            if cost < 0:
+                raise ValueError(f"a cost cannot be negative ({cost})")
+        await self._finish(reservation_id, cost, rule)
 
-    async def release(self, reservation_id: str) -> None:
-        await self._finish(reservation_id, None)
-
-    async def sync_lease(self, sync: LeaseSync, now: datetime) -> LeaseGrant:
-        now = utc(now)
-        async with self._tx() as tx:
-            row = None
-            if sync.lease_id is not None:
-                sql = "SELECT amount, state, cost, created_at FROM reservations WHERE id = $1" + self.lock
-                row = await tx.fetchrow(sql, sync.lease_id)
-            key = await self._locked_key(tx, sync.key_id)
-            if key is None:
-                raise LookupError(f"no key {sync.key_id}")
-            ws = await self._locked_workspace(tx, key.workspace_id)
-            assert ws is not None  # a foreign key
-            _roll_period(key, now)
-            held = row is not None and row["state"] == "held"
-            amount = Decimal(row["amount"]) if held else Decimal(0)
-            # What its requests spent leaves the lease (never more than it holds: a cost may exceed its hold).
-            drawn = min(amount, sync.spent)
-            amount -= drawn
-            key.reserved -= drawn
-            ws.reserved -= drawn
-            key.spend_total += sync.spent
-            key.spend_period += sync.spent
-            ws.credit -= sync.spent
-            ws.spend_total += sync.spent
-            # Then its new size: a share of what could be held, so the last of it still goes to whoever asks.
-            target = min(sync.want, ((amount + _free(key, ws)) * sync.share).quantize(_LEASE_STEP, ROUND_DOWN))
-            useful = target >= sync.minimum
-            floor = amount if sync.grow_only else min(amount, sync.in_flight)
-            new = max(target if useful else Decimal(0), floor)
-            key.reserved += new - amount
-            ws.reserved += new - amount
-            await tx.execute(
-                _update("keys", ("reserved", "spend_total", "spend_period", "period_start")),
-                key.id, key.reserved, key.spend_total, key.spend_period, key.period_start,
-            )  # fmt: skip
-            await tx.execute(
-                _update("workspaces", ("reserved", "credit", "spend_total")),
-                ws.id, ws.reserved, ws.credit, ws.spend_total,
-            )  # fmt: skip
-            lease_id = sync.lease_id
-            if row is not None:  # settled when it closes, rotates, or was released (its process thought dead)
-                cost = Decimal(row["cost"] or 0) + sync.spent
-                rotate = held and (new == 0 or as_time(row["created_at"]) < now - LEASE_ROTATE)
-                if rotate or not held:
-                    await tx.execute(_update("reservations", ("state", "cost", "amount", "finished_at")),
-                                     lease_id, "settled" if held else row["state"], cost, Decimal(0), now)
-                    lease_id = None
-                else:
-                    await tx.execute(_update("reservations", ("amount", "cost", "in_flight")),
-                                     lease_id, new, cost, sync.in_flight)
-            elif sync.spent:  # its row was released as a dead process's (a store away for longer than a request
-                # may live): what its requests spent still counts, in a row of its own
-                await tx.execute(_insert("reservations", (*_LEASE_COLS, "finished_at")), new_id("rsv_", 12), key.id,
-                                 ws.id, Decimal(0), "settled", now, True, sync.spent, Decimal(0), now)
-            if lease_id is None and new > 0:
-                lease_id = new_id("rsv_", 12)
-                await tx.execute(_insert("reservations", _LEASE_COLS),
-                                 lease_id, key.id, ws.id, new, "held", now, True, Decimal(0), sync.in_flight)
-        return LeaseGrant(lease_id, new, useful)
-
-    async def release_stale(self, older_than: datetime) -> int:
+    async def release_stale(self, older_than: datetime, rule: FinishRule) -> int:
         """Release holds made before `older_than` and never settled (their process died); return how many."""
         rows = await self._all("SELECT id FROM reservations WHERE state = 'held' AND created_at < $1", utc(older_than))
-        return sum([await self._finish(row["id"], None) for row in rows])
+        return sum([await self._finish(row["id"], None, rule) for row in rows])
 
-    async def _finish(self, reservation_id: str, cost: Decimal | None) -> bool:
+    async def _finish(self, reservation_id: str, cost: Decimal | None, rule: FinishRule) -> bool:
         """Settle (cost) or release (None) a held reservation; False when it was already finished."""
         async with self._tx() as tx:
-            sql = "SELECT key_id, workspace_id, amount, state FROM reservations WHERE id = $1" + self.lock
+            sql = "SELECT key_id, amount, state FROM reservations WHERE id = $1" + self.lock
             rsv = await tx.fetchrow(sql, reservation_id)
             if rsv is None:
                 raise LookupError(f"no reservation {reservation_id}")
             if rsv["state"] != "held":
                 return False
-            key = await self._locked_key(tx, rsv["key_id"])
-            ws = await self._locked_workspace(tx, rsv["workspace_id"])
-            assert key is not None and ws is not None  # foreign keys
-            held, spent = Decimal(rsv["amount"]), cost or Decimal(0)
-            await tx.execute(
-                _update("keys", ("reserved", "spend_total", "spend_period")),
-                key.id, key.reserved - held, key.spend_total + spent, key.spend_period + spent,
-            )  # fmt: skip
-            await tx.execute(
-                _update("workspaces", ("reserved", "credit", "spend_total")),
-                ws.id, ws.reserved - held, ws.credit - spent, ws.spend_total + spent,
-            )  # fmt: skip
+            books = rule(await self._books(tx, rsv["key_id"], Decimal(rsv["amount"])), cost)
+            await self._write_books(tx, books)
             await tx.execute(
                 _update("reservations", ("state", "cost", "finished_at")),
                 reservation_id, "released" if cost is None else "settled", cost, utcnow(),
             )  # fmt: skip
         return True
+
+    async def sync_lease(self, report: LeaseReport, now: datetime, rule: LeaseRule) -> LeaseGrant:
+        now = utc(now)
+        async with self._tx() as tx:
+            row = None
+            if report.lease_id is not None:
+                sql = "SELECT amount, state, cost, created_at FROM reservations WHERE id = $1" + self.lock
+                row = await tx.fetchrow(sql, report.lease_id)
+            held = Decimal(row["amount"]) if row is not None and row["state"] == "held" else Decimal(0)
+            books, useful = rule(await self._books(tx, report.key_id, held), report, now)
+            await self._write_books(tx, books)
+            lease_id = await self._write_lease(tx, report, row, books, now)
+        return LeaseGrant(lease_id, books.held, useful)
+
+    async def _write_lease(self, tx: Conn, report: LeaseReport, row: Any, books: Books, now: datetime) -> str | None:
+        """The lease's rows after a sync that left it holding `books.held`; returns its id (None: no lease)."""
+        lease_id, amount, key_id, ws_id = report.lease_id, books.held, report.key_id, books.workspace.id
+        if row is not None:  # settled when it closes, rotates, or was released (its process thought dead)
+            held = row["state"] == "held"
+            cost = Decimal(row["cost"] or 0) + report.spent
+            if not held or amount == 0 or as_time(row["created_at"]) < now - LEASE_ROTATE:
+                await tx.execute(_update("reservations", ("state", "cost", "amount", "finished_at")),
+                                 lease_id, "settled" if held else row["state"], cost, Decimal(0), now)
+                lease_id = None
+            else:
+                await tx.execute(_update("reservations", ("amount", "cost", "in_flight")),
+                                 lease_id, amount, cost, report.in_flight)
+        elif report.spent:  # its row was released as a dead process's (a store away for longer than a request
+            # may live): what its requests spent still counts, in a row of its own
+            await tx.execute(_insert("reservations", (*_LEASE_COLS, "finished_at")), new_id("rsv_", 12), key_id,
+                             ws_id, Decimal(0), "settled", now, True, report.spent, Decimal(0), now)
+        if lease_id is None and amount > 0:
+            lease_id = new_id("rsv_", 12)
+            await tx.execute(_insert("reservations", _LEASE_COLS),
+                             lease_id, key_id, ws_id, amount, "held", now, True, Decimal(0), report.in_flight)
+        return lease_id
 
     # decision records
     async def save_decisions(self, records: list[dict[str, Any]], uncounted: frozenset[str] = frozenset()) -> None:
