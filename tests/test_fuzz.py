@@ -1,25 +1,34 @@
 """Schemathesis over every operation: in-process from pytest, and its CLI against a live `specway serve`.
 
-Both are bounded (examples per operation, request timeouts) so CI stays fast; any failure is a real bug.
+Both run every check, positive data acceptance included (tests/fuzz_support.py: a schema-valid request is accepted,
+except the refusals by design it names and verifies). Both are bounded (examples per operation, request timeouts) so
+CI stays fast; any failure is a real bug. The full size, by hand (about 3 minutes on two cores):
+
+    SPECWAY_FUZZ_EXAMPLES=100 .venv/bin/python -m pytest tests/test_fuzz.py
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
 import hypothesis
 import pytest
 import schemathesis
+from schemathesis.checks import CHECKS
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
+from tests import fuzz_support
 from tests.conftest import Live, free_port, serve, spawn, stop
 
+# Examples per operation: 40 in CI (the two tests take about a minute and a half), 100 for a full run by hand.
 MAX_EXAMPLES = int(os.environ.get("SPECWAY_FUZZ_EXAMPLES", "40"))
 
 
@@ -29,21 +38,9 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         yield g
 
 
-# Schema-valid requests refused on purpose, each naming its field: what the routed upstream cannot carry (which
-# upstream serves a request is the key's routing, not the spec's to say), a model that cannot serve the operation
-# (an embeddings request to a chat model), and numbers no upstream encoder can write as sent (JSON lets a server
-# limit the range of numbers it accepts: RFC 8259, section 6).
-_REFUSED_BY_DESIGN = frozenset({"unsupported_parameter", "unsupported_model", "number_out_of_range"})
-
-
-def _excluded(response: Any) -> list[Any]:
-    if response.status_code == 400 and response.json().get("error", {}).get("code") in _REFUSED_BY_DESIGN:
-        return [positive_data_acceptance]
-    return []
-
-
 def test_every_operation_conforms(gateway: Live) -> None:
-    """Every operation, positive and negative data, every check Schemathesis has."""
+    """Every operation, positive data (the CLI below also sends negative data), every check Schemathesis has."""
+    assert fuzz_support.positive_data_acceptance_unless_by_design in CHECKS.get_all()
     schema = schemathesis.openapi.from_url(f"{gateway.url}/openapi.json")
     headers = {"Authorization": f"Bearer {gateway.key}"}
     tested = []
@@ -55,7 +52,8 @@ def test_every_operation_conforms(gateway: Live) -> None:
                              suppress_health_check=list(hypothesis.HealthCheck), phases=[hypothesis.Phase.generate])
         def check(case: schemathesis.Case) -> None:
             response = case.call(headers=headers, timeout=10)
-            case.validate_response(response, headers=headers, excluded_checks=_excluded(response))
+            # Importing tests.fuzz_support registered its check, which stands in for positive_data_acceptance.
+            case.validate_response(response, headers=headers, excluded_checks=[positive_data_acceptance])
 
         check()
         tested.append(operation.label)
@@ -78,17 +76,70 @@ def test_schemathesis_cli_against_live_serve(tmp_path: Path) -> None:
         (tmp_path / "schemathesis.toml").write_text(f'[parameters]\n"path.decisionId" = "{decision}"\n')
         run = subprocess.run(
             [str(Path(sys.executable).with_name("schemathesis")), "--config-file", str(tmp_path / "schemathesis.toml"),
-             "run", f"{base}/openapi.json", "-H", f"Authorization: Bearer {key}", "--checks", "all",
-             # The in-process test above runs positive_data_acceptance, less the refusals of what the routed upstream
-             # cannot carry. use_after_free expects a 404 after DELETE; DELETE on a key or workspace revokes it, and
-             # the revoked object stays readable with its revoked_at, spend and history, by design.
+             "run", f"{base}/openapi.json", "-H", f"Authorization: Bearer {key}",
+             # Naming the hooks' check makes the CLI refuse to run unless the hooks file loaded. It stands in for
+             # positive_data_acceptance. use_after_free expects a 404 after DELETE; DELETE on a key or workspace
+             # revokes it, and the revoked object stays readable with its revoked_at, spend and history, by design.
+             "--checks", f"all,{fuzz_support.positive_data_acceptance_unless_by_design.__name__}",
              "--exclude-checks", "positive_data_acceptance,use_after_free",
              "--max-examples", str(MAX_EXAMPLES), "--request-timeout", "10", "--generation-database", "none",
              "--no-color"],
             capture_output=True, text=True, timeout=600, check=False,
+            env={**os.environ, "SCHEMATHESIS_HOOKS": fuzz_support.__file__},
         )
         log = (tmp_path / "serve.log").read_text()
         assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:] + "\nserver log:\n" + log[-4000:]
         assert "Traceback" not in (tmp_path / "serve.log").read_text()
     finally:
         stop(proc)
+
+
+def _refusal(code: str, message: str, param: str | None) -> SimpleNamespace:
+    error = {"type": "invalid_request_error", "code": code, "message": message, "param": param}
+    return SimpleNamespace(status_code=400, content=json.dumps({"type": "error", "error": error}).encode())
+
+
+def _upstream_cannot(field: str) -> str:
+    return f"{field} cannot reach this model: its echo upstream has no way to take it."
+
+
+@pytest.mark.parametrize(("path", "body", "refusal", "excused"), [
+    ("/v1/chat/completions", {"store": True}, _refusal("unsupported_parameter", _upstream_cannot("store"), "store"),
+     True),
+    ("/v1/responses", {"text": {"format": {}}},
+     _refusal("unsupported_parameter", _upstream_cannot("text.format"), "text.format"), True),
+    # A refusal of a field the request did not send, or null, is a bug.
+    ("/v1/chat/completions", {"store": True}, _refusal("unsupported_parameter", _upstream_cannot("audio"), "audio"),
+     False),
+    ("/v1/chat/completions", {"audio": None}, _refusal("unsupported_parameter", _upstream_cannot("audio"), "audio"),
+     False),
+    # The same code for what no upstream changes (the spec refuses it too): not configuration.
+    ("/v1/responses", {"previous_response_id": "r"},
+     _refusal("unsupported_parameter", "previous_response_id is not supported: no state.", "previous_response_id"),
+     False),
+    ("/v1/embeddings", {"model": "specway/echo"}, _refusal(
+        "unsupported_model", "The model 'specway/echo' cannot make embeddings: it is served by upstream 'echo'.",
+        "model"), True),
+    ("/v1/embeddings", {"model": "other"}, _refusal(
+        "unsupported_model", "The model 'specway/echo' cannot make embeddings: it is served by upstream 'echo'.",
+        "model"), False),
+    ("/v1/chat/completions", {"model": "specway/echo"}, _refusal(
+        "unsupported_model", "The model 'specway/echo' cannot make embeddings: it is served by upstream 'echo'.",
+        "model"), False),
+    ("/v1/messages", {"metadata": {"a.b": [1, 2**64]}},
+     _refusal("number_out_of_range", "out of range", "metadata.a.b.1"), True),
+    ("/v1/messages", {"metadata": {"a": -(2**63) - 1}}, _refusal("number_out_of_range", "out of range", "metadata.a"),
+     True),
+    ("/v1/messages", {"metadata": {"a": 2**64 - 1}}, _refusal("number_out_of_range", "out of range", "metadata.a"),
+     False),
+    ("/v1/messages", {"metadata": {"a": 2**64}}, _refusal("number_out_of_range", "out of range", "metadata.b"),
+     False),
+    ("/v1/messages", {"messages": []}, _refusal("invalid_request", "messages.0.content: bad", "messages.0.content"),
+     False),
+])
+def test_only_refusals_by_design_are_excused(path: str, body: dict[str, Any], refusal: SimpleNamespace,
+                                             excused: bool) -> None:
+    schema = schemathesis.openapi.from_path(Path(__file__).parents[1] / "openapi.json")
+    case = schema[path]["POST"].Case(body=body)
+    assert fuzz_support.refused_by_design(case, refusal) is excused
+    assert not fuzz_support.refused_by_design(case, SimpleNamespace(status_code=422, content=refusal.content))
