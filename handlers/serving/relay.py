@@ -56,7 +56,7 @@ def traits_for(gw: gateway.Gateway, plan: Plan) -> Callable[[Model], Traits]:
     """What each candidate's body is rendered for: the catalog's word on the model, the policy's thinking budgets."""
     budget = gw.config.policies[plan.policy].thinking_budget
     budgets = (budget.low, budget.medium, budget.high)
-    return lambda model: Traits(reasoning=model.reasoning, thinking_budgets=budgets)
+    return lambda model: Traits(reasoning=model.reasoning, thinking_budgets=budgets, refuse_hosted=model.refuse_hosted)
 
 
 def _log_content(gw: gateway.Gateway, req: Request, answer: str) -> None:
