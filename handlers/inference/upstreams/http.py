@@ -162,6 +162,8 @@ class HttpUpstream(Upstream):
         return Crossing.of(request, self.speaks, self.kind).omitted
 
     def left_out(self, request: Request) -> list[str]:
+        if request.format == self.speaks:  # the caller's own body goes as written
+            return []
         said = [f"tool {kind}: the {self.kind} upstream has no such tool" for kind in self.omitted_tools(request)]
         foreign = foreign_reasoning(request, self.speaks)
         if foreign:
