@@ -383,6 +383,10 @@ class ModelSettings(BaseModel):
     """
     An embedding model, served by POST /v1/embeddings (on an openai upstream only) and priced per input token at `price.input`. Embeddings requests to any other model are refused (400 `unsupported_model`); its fallbacks should be the same model on other upstreams, since vectors of different models do not mix.
     """
+    hosted_tools: Literal["omit", "refuse"] = "omit"
+    """
+    What becomes of a tool its provider runs (web search, code execution, file search, MCP, Anthropic's typed tools) when the caller's format defined it and this model's upstream has no equivalent. `omit` (the default) leaves it out of what the upstream is offered and says so in the `x-specway-omitted-tools` header and the decision record (Codex always offers web search, for instance); `refuse` answers 400 `unsupported_parameter` naming the tool. Web search reaches an anthropic upstream as its web search tool and a responses upstream as its own. Function, custom and namespace tools are never left out.
+    """
     price: PriceSettings = Field({}, validate_default=True)
 
 

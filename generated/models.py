@@ -395,7 +395,10 @@ class AnthropicMessage(StrictModel):
     model_config = ConfigDict(
         extra="allow",
     )
-    role: Literal["user", "assistant"]
+    role: Literal["user", "assistant", "system"]
+    """
+    system is an instruction at its place in the conversation (Claude Code sends its environment so, with the mid-conversation-tool-changes beta); an anthropic upstream gets it there, a chat upstream as a system message and a responses upstream as a developer message at the same place.
+    """
     content: StrictStr | list[dict[str, Any]] = None
     """
     A string, or a list of content blocks (text, image, document, tool_use, tool_result, thinking, redacted_thinking, and Anthropic's server-tool blocks, which reach an anthropic upstream only), each maybe with a cache_control.
@@ -746,6 +749,10 @@ class Decision(StrictModel):
     explanation: StrictStr
     """
     One sentence on why that model was chosen.
+    """
+    left_out: list[StrictStr] = None
+    """
+    What the request carried that the answering upstream was not sent, each in words - a hosted tool it has no equivalent of (also named in the x-specway-omitted-tools header), reasoning that another provider made (it goes back only to the provider that made it). Empty when nothing was left out.
     """
 
 

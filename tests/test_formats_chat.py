@@ -14,6 +14,7 @@ from generated import models as g
 from handlers.errors import ApiError
 from handlers.inference.canonical import (
     CacheMark,
+    CustomTool,
     Document,
     Event,
     Finish,
@@ -106,7 +107,7 @@ def test_chat_parse_fields() -> None:
     )
     assert request.tools == [
         Tool("weather", "d", {"type": "object"}, weather, "chat"),
-        Tool("", None, {}, custom, "chat"),
+        CustomTool("grammar", None, None, custom, "chat"),  # chat's custom tool: free-form input
     ]
     choice = {"type": "function", "function": {"name": "weather"}}
     assert request.tool_choice == ToolChoice("tool", choice, "chat", name="weather")

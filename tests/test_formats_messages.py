@@ -19,6 +19,7 @@ from handlers.inference.canonical import (
     Event,
     Finish,
     FinishReason,
+    HostedTool,
     Image,
     Message,
     OutputFormat,
@@ -127,14 +128,18 @@ def test_messages_parse_fields() -> None:
     assert request.tool_choice == ToolChoice("auto", {"type": "auto"}, "messages")
     assert request.tools == [
         Tool("f", "d", {"type": "object"}, tool, "messages"),
-        Tool("", None, {}, search, "messages"),
+        HostedTool("web_search", "web_search_20250305", search, "messages"),
     ]
     assert request.extra == {"metadata": {"user_id": "u"}, "top_k": 5}
 
 
-def test_messages_parse_refuses_a_system_turn_as_anthropic_does() -> None:
-    error = bad("messages", {"system": "A", "messages": [{"role": "system", "content": "B"}, *USER]})
-    assert error.param == "messages.0.role"
+def test_a_system_turn_stays_at_its_place() -> None:
+    """Claude Code sends its environment as a system message in the middle of the conversation (string or blocks);
+    it is an instruction at that place, not the system prompt."""
+    request = parse("messages", {"system": "A", "messages": [*USER, {"role": "system", "content": "B"},
+                                                             {"role": "system", "content": [{"type": "text", "text": "C"}]}]})
+    assert request.system == "A"
+    assert [(m.role, m.text()) for m in request.messages] == [("user", "hi"), ("system", "B"), ("system", "C")]
 
 
 @pytest.mark.parametrize(

@@ -208,7 +208,7 @@ def test_translated_refuses_what_anthropic_cannot_take(block: Any, field: str) -
     ("fields", "field"),
     [
         ({"extra": {"logit_bias": {"1": 5}}}, "logit_bias"),
-        ({"tools": [Tool("", None, {}, {"type": "web_search_preview"}, "chat")]}, "tools"),
+        ({"tools": [Tool("", None, {}, {"type": "function"}, "chat")]}, "tools.0"),  # a function without a name
         ({"tools": [WEATHER_TOOL], "tool_choice": ToolChoice(None, {"type": "allowed_tools"}, "chat")}, "tool_choice"),
     ],
 )

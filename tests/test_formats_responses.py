@@ -13,6 +13,7 @@ from handlers.inference.canonical import (
     CacheMark,
     Document,
     FinishReason,
+    HostedTool,
     Image,
     Message,
     OutputFormat,
@@ -57,7 +58,7 @@ def test_responses_parse_string_input_and_fields() -> None:
     assert request.tool_choice == ToolChoice("required", "required", "responses")
     assert request.tools == [
         Tool("f", "d", {"type": "object"}, tool, "responses"),
-        Tool("", None, {}, search, "responses"),
+        HostedTool("web_search", "web_search", search, "responses"),
     ]
     # Declared fields canonical does not model; previous_response_id is refused now (test_state_is_refused).
     assert request.extra == {"store": False, "reasoning.summary": "auto"}

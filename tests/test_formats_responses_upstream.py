@@ -20,6 +20,7 @@ from handlers.inference.canonical import (
     Event,
     Finish,
     FinishReason,
+    HostedTool,
     Image,
     Message,
     OutputFormat,
@@ -138,7 +139,7 @@ def test_responses_renders_a_conversation_from_another_format() -> None:
             Message("tool", [ToolResult("call_1", "18C", is_error=True), Text("Thanks!")]),
         ],
         tools=[Tool("get_weather", "Weather", {"type": "object"}, {"raw": 1}, "messages", cache=marked),
-               Tool("", None, {}, {"type": "web_search_20250305"}, "messages")],
+               HostedTool("web_search", "web_search_20250305", {"type": "web_search_20250305"}, "messages")],
         tool_choice=ToolChoice("tool", {"type": "tool", "name": "get_weather"}, "messages", name="get_weather",
                                parallel=False),
         max_tokens=200, temperature=0.5, top_p=0.9, effort="medium", thinking_budget=5000,
@@ -162,7 +163,8 @@ def test_responses_renders_a_conversation_from_another_format() -> None:
         "instructions": "Be brief.",  # cache marks need no words: OpenAI caches prompt prefixes by itself
         "max_output_tokens": 200, "temperature": 0.5, "top_p": 0.9,
         "tools": [{"type": "function", "name": "get_weather", "description": "Weather",
-                   "parameters": {"type": "object"}, "strict": False}],
+                   "parameters": {"type": "object"}, "strict": False},
+                  {"type": "web_search"}],  # Anthropic's web search tool is OpenAI's web search
         "tool_choice": {"type": "function", "name": "get_weather"}, "parallel_tool_calls": False,
         "reasoning": {"effort": "medium"},
         "store": False,

@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from generated import models as g
-from handlers.inference.canonical import FinishReason, Message, Result, Text, ToolCall, ToolResult, Usage
+from handlers.inference.canonical import FinishReason, Message, Result, Text, Tool, ToolCall, ToolResult, Usage
 from tests.formats_support import MODULES, REQUESTS, RESULTS, USER, parse, render
 
 # --- tool choices --------------------------------------------------------------------------------------------------
@@ -190,5 +190,5 @@ def test_system_only_conversations_are_left_to_the_upstream(fmt: str, body: dict
 )
 def test_tools_are_never_validated_only_kept_for_a_same_format_upstream(fmt: str, body: dict[str, Any]) -> None:
     req = parse(fmt, body)
-    assert req.tools is not None and all(not t.portable and t.format == fmt for t in req.tools)
+    assert req.tools is not None and all(not (isinstance(t, Tool) and t.name) and t.format == fmt for t in req.tools)
     assert [t.raw for t in req.tools] == body["tools"]

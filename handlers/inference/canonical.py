@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Format = Literal["chat", "responses", "messages"]
-Role = Literal["user", "assistant", "tool"]
+Role = Literal["user", "assistant", "tool", "system"]  # system: an instruction at its place in the conversation
 ToolChoiceMode = Literal["auto", "none", "required", "tool"]
 
 
@@ -88,8 +88,10 @@ class Thinking:
 class ToolCall:
     id: str
     name: str
-    arguments: str  # JSON text, as OpenAI carries it
+    arguments: str  # JSON text, as OpenAI carries it; a custom tool's input text as it is
     cache: CacheMark | None = None
+    custom: bool = False  # a call of a custom tool (free-form input)
+    namespace: str | None = None  # the namespace of the tool called, when it is in one
 
 
 @dataclass(slots=True)
@@ -122,6 +124,8 @@ class Message:
 
 @dataclass(slots=True)
 class Tool:
+    """A function tool: its arguments are a JSON object described by `parameters` (a JSON schema)."""
+
     name: str
     description: str | None
     parameters: dict[str, Any]
@@ -129,10 +133,43 @@ class Tool:
     format: Format
     cache: CacheMark | None = None
 
-    @property
-    def portable(self) -> bool:
-        """A function tool another format can offer; other tools (name "") reach same-format upstreams only."""
-        return bool(self.name)
+
+@dataclass(slots=True)
+class CustomTool:
+    """A tool whose input is free-form text (OpenAI's custom tools, such as Codex's apply_patch), maybe constrained by
+    a grammar: {"syntax": "lark" or "regex", "definition": ...}."""
+
+    name: str
+    description: str | None
+    grammar: dict[str, Any] | None
+    raw: Any
+    format: Format
+
+
+@dataclass(slots=True)
+class Namespace:
+    """Tools grouped under one name (OpenAI's namespace tools); their calls name the namespace and the tool."""
+
+    name: str
+    description: str | None
+    tools: list[Tool | CustomTool]
+    raw: Any
+    format: Format
+
+
+@dataclass(slots=True)
+class HostedTool:
+    """A tool the provider runs or defines itself (web search, code execution, file search, computer use, MCP,
+    Anthropic's typed tools), kept with the format that defined it. `kind` is the word the formats share for it
+    ("web_search"), None when no other format has one; `type` is its type as the caller wrote it."""
+
+    kind: str | None
+    type: str
+    raw: Any
+    format: Format
+
+
+AnyTool = Tool | CustomTool | Namespace | HostedTool
 
 
 @dataclass(slots=True)
@@ -181,7 +218,7 @@ class Request:
     seed: int | None = None
     stream: bool = False
     include_usage: bool = False  # chat stream_options.include_usage
-    tools: list[Tool] | None = None
+    tools: list[AnyTool] | None = None
     tool_choice: ToolChoice | None = None
     response_format: dict[str, Any] | None = None  # verbatim (chat)
     output: OutputFormat | None = None  # structured output, whichever format asked for it
@@ -244,6 +281,8 @@ class ToolCallStart:
     index: int
     id: str
     name: str
+    custom: bool = False  # its deltas are a custom tool's input text, not JSON
+    namespace: str | None = None
 
 
 @dataclass(slots=True)
@@ -292,7 +331,7 @@ def fold(events: list[Event]) -> Result:
         elif isinstance(ev, TextDelta):
             text.append(ev.text)
         elif isinstance(ev, ToolCallStart):
-            calls[ev.index] = ToolCall(ev.id, ev.name, "")
+            calls[ev.index] = ToolCall(ev.id, ev.name, "", custom=ev.custom, namespace=ev.namespace)
         elif isinstance(ev, ToolCallDelta) and ev.index in calls:
             calls[ev.index].arguments += ev.arguments
         elif isinstance(ev, Finish):

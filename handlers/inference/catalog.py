@@ -26,6 +26,7 @@ class Model:
     price_cached_in: Decimal | None = None  # per million input tokens read from a prompt cache; None: price_in
     price_cache_write: Decimal | None = None  # per million input tokens written to a prompt cache; None: price_in
     embeddings: bool = False  # answers POST /v1/embeddings (see ModelSettings.embeddings)
+    refuse_hosted: bool = False  # a hosted tool its upstream has no equivalent of is a 400 (ModelSettings.hosted_tools)
 
     @property
     def cached_input_price(self) -> Decimal:
@@ -82,6 +83,7 @@ class Catalog:
                     price_cached_in=_price(m.price.cached_input),
                     price_cache_write=_price(m.price.cache_write),
                     embeddings=m.embeddings,
+                    refuse_hosted=m.hosted_tools == "refuse",
                 )
             )
         return cls(models)

@@ -43,7 +43,7 @@ def record(plan: Plan, trace: Trace, note: str = "") -> models.Decision:
             input_tokens=u.input_tokens, output_tokens=u.output_tokens, cached_input_tokens=u.cached_input_tokens,
             cache_write_tokens=u.cache_write_tokens),
         usage_estimated=trace.usage_estimated, cost=trace.cost, outcome=trace.outcome,
-        explanation=explanation(plan, trace) + note,
+        explanation=explanation(plan, trace) + note, left_out=trace.left_out,
     )
 
 

@@ -19,7 +19,7 @@ from generated import errors as codes
 from handlers import gateway
 from handlers.errors import ApiError
 from handlers.inference import routing
-from handlers.inference.canonical import Usage
+from handlers.inference.canonical import Request, Usage
 from handlers.inference.catalog import Model
 from handlers.inference.routing import Plan
 from handlers.inference.trace import Trace
@@ -34,8 +34,10 @@ class Lifecycle:
     """One request from its plan to its decision record. `inference` false (token counts): no inference metrics and
     no usage rollup; `note` ends the record's explanation."""
 
-    def __init__(self, gw: gateway.Gateway, plan: Plan, *, inference: bool = True, note: str = "") -> None:
+    def __init__(self, gw: gateway.Gateway, plan: Plan, *, inference: bool = True, note: str = "",
+                 request: Request | None = None) -> None:
         self.gw = gw
+        self._request = request  # the canonical request, for an operation that has one
         self.plan = plan
         self.trace = Trace()
         self.hold: Hold | None = None  # what metering held (its rate-limit headers with it)
@@ -101,6 +103,9 @@ class Lifecycle:
             await gw.cooldowns.succeeded(upstream.name)
             trace.attempted(cand.model, started, 200)
             trace.answered = cand.model
+            if self._request is not None:  # what its upstream was not sent of it, said out loud
+                trace.omitted_tools = upstream.omitted_tools(self._request)
+                trace.left_out = upstream.left_out(self._request)
             return answer, cand.model
         if failed is not None:
             raise upstream_failure(*failed) from None
@@ -142,6 +147,8 @@ class Lifecycle:
         h = {**(self.hold.headers if self.hold else self.limit_headers), "x-specway-decision-id": self.plan.id}
         if self.trace.answered is not None:
             h["x-specway-model"] = self.trace.answered.id
+        if self.trace.omitted_tools:
+            h["x-specway-omitted-tools"] = ", ".join(self.trace.omitted_tools)
         return h
 
 

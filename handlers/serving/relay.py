@@ -37,7 +37,7 @@ async def relay(principal: Principal, req: Request, wire: CallerFormat) -> Respo
     gw = gateway.current()
     plan = routing.decide(gw.catalog, gw.config.policies, gw.config.default_policy, principal.key, req)
     estimate = tokens.input_tokens(req)  # once: the context check and the reservation both need it
-    life = await Lifecycle.screened(gw, plan, estimate + (req.max_tokens or 0))
+    life = await Lifecycle.screened(gw, plan, estimate + (req.max_tokens or 0), request=req)
     req.effort = life.plan.effort  # the tier word every format's renderer maps into its own vocabulary
     traits = traits_for(gw, life.plan)
     async with life.failing():
@@ -56,7 +56,7 @@ def traits_for(gw: gateway.Gateway, plan: Plan) -> Callable[[Model], Traits]:
     """What each candidate's body is rendered for: the catalog's word on the model, the policy's thinking budgets."""
     budget = gw.config.policies[plan.policy].thinking_budget
     budgets = (budget.low, budget.medium, budget.high)
-    return lambda model: Traits(reasoning=model.reasoning, thinking_budgets=budgets)
+    return lambda model: Traits(reasoning=model.reasoning, thinking_budgets=budgets, refuse_hosted=model.refuse_hosted)
 
 
 def _log_content(gw: gateway.Gateway, req: Request, answer: str) -> None:

@@ -99,6 +99,7 @@ class Traits:
 
     reasoning: bool = False  # takes an effort (reasoning_effort, thinking, reasoning.effort); max_completion_tokens
     thinking_budgets: tuple[int, int, int] = (_BUDGETS.low, _BUDGETS.medium, _BUDGETS.high)  # for low, medium, high
+    refuse_hosted: bool = False  # a hosted tool with no equivalent upstream is a 400 rather than left out
 
 
 class UpstreamReader(Protocol):

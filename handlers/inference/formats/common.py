@@ -11,6 +11,9 @@ from pydantic import BaseModel
 
 from handlers.errors import ApiError, bad_request, unsupported
 from handlers.inference.canonical import (
+    AnyTool,
+    CustomTool,
+    HostedTool,
     Block,
     CacheMark,
     Event,
@@ -20,6 +23,7 @@ from handlers.inference.canonical import (
     Request,
     Text,
     TextDelta,
+    Thinking,
     ThinkingDelta,
     Tool,
     ToolCallDelta,
@@ -31,6 +35,7 @@ from handlers.inference.canonical import (
     UsageReport,
 )
 from handlers.inference.formats.base import FORMATS, UpstreamFault, UpstreamOptions
+from handlers.inference.formats.tools import hosted_kind
 
 DONE = b"data: [DONE]\n\n"
 
@@ -101,6 +106,13 @@ def refuse_untranslatable(request: Request, kind: str, carried: Iterable[str] = 
     for field, value in request.extra.items():
         if field not in carried and not rules.droppable(field, value):
             raise unsupported(field, kind)
+
+
+def foreign_reasoning(request: Request, fmt: Format) -> int:
+    """How many reasoning blocks of `request`'s conversation another provider made (with its signature or encrypted
+    content): an upstream speaking `fmt` is not sent them."""
+    return sum(1 for m in request.messages for b in m.content if isinstance(b, Thinking) and b.format not in (None, fmt)
+               and (b.signature or b.encrypted or b.redacted))
 
 
 def json_object(data: str) -> dict[str, Any]:
@@ -261,12 +273,13 @@ def str_or_empty(value: Any) -> str:
 # --- tools ----------------------------------------------------------------------------------------------------------
 
 
-def tool_list(raw: Any, fmt: Format, read: Callable[[dict[str, Any], str], Tool]) -> list[Tool] | None:
-    """The caller's tools through `read`. Tools are never validated here (the reference says so): an entry that is
-    not a usable function tool is kept as is for a same-format upstream, and left out for any other."""
+def tool_list(raw: Any, fmt: Format, read: Callable[[dict[str, Any], str], AnyTool]) -> list[AnyTool] | None:
+    """The caller's tools through `read`. Tools are never validated here (the reference says so): a same-format
+    upstream gets them as written, and formats/tools.py says what another format gets."""
     if not isinstance(raw, list):
         return None
-    return [read(tool, f"tools.{i}") if isinstance(tool, dict) else other_tool(tool, fmt) for i, tool in enumerate(raw)]
+    return [read(tool, f"tools.{i}") if isinstance(tool, dict) else hosted_tool(tool, fmt)
+            for i, tool in enumerate(raw)]
 
 
 # How a format says a tool choice: the words it accepts as a plain string, and the types of the objects it accepts.
@@ -300,14 +313,13 @@ def _dig(value: Any, path: tuple[str, ...]) -> Any:
 
 
 def function_tool(spec: dict[str, Any], where: str, raw: dict[str, Any], fmt: Format, schema: str) -> Tool:
-    """A function tool: a name, a description and a JSON schema under `schema` (both optional)."""
+    """A function tool: a name, a description and a JSON schema under `schema` (both optional). One without a name
+    has "" (another format refuses it by its place)."""
     description = spec.get("description")
     parameters = spec.get(schema)
     name = spec.get("name")
-    if not isinstance(name, str) or not name:
-        return other_tool(raw, fmt)
     return Tool(
-        name=name,
+        name=name if isinstance(name, str) else "",
         description=description if isinstance(description, str) else None,
         parameters=parameters if isinstance(parameters, dict) else {},
         raw=raw,
@@ -315,12 +327,21 @@ def function_tool(spec: dict[str, Any], where: str, raw: dict[str, Any], fmt: Fo
     )
 
 
-def other_tool(raw: Any, fmt: Format) -> Tool:
-    """A tool that is not a function (web search, custom, server tools): kept for a same-format upstream only.
+def custom_tool(spec: dict[str, Any], raw: Any, fmt: Format) -> CustomTool:
+    """A custom tool (free-form input): its name, description and grammar (a `format` of type grammar)."""
+    name, description, form = spec.get("name"), spec.get("description"), spec.get("format")
+    grammar = None
+    if isinstance(form, dict) and form.get("type") == "grammar":
+        grammar = {"syntax": form.get("syntax"), "definition": form.get("definition")}
+    return CustomTool(name if isinstance(name, str) else "", description if isinstance(description, str) else None,
+                      grammar, raw, fmt)
 
-    Its empty name is the mark: an upstream of another format has no way to offer it and should leave it out.
-    """
-    return Tool(name="", description=None, parameters={}, raw=raw, format=fmt)
+
+def hosted_tool(raw: Any, fmt: Format) -> HostedTool:
+    """A tool the provider runs or defines (web search, code execution, Anthropic's typed tools ...), by its type."""
+    kind = raw.get("type") if isinstance(raw, dict) else None
+    word = kind if isinstance(kind, str) and kind else "unknown"
+    return HostedTool(hosted_kind(word), word, raw, fmt)
 
 
 # --- streams -------------------------------------------------------------------------------------------------------

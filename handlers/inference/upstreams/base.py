@@ -128,6 +128,14 @@ class Upstream(abc.ABC):
         or while iterating when it fails mid-stream. Closing the iterator cancels the upstream request.
         """
 
+    def omitted_tools(self, request: Request) -> list[str]:
+        """The hosted tools of `request` this upstream has no equivalent of, left out of what it is sent (by type)."""
+        return []
+
+    def left_out(self, request: Request) -> list[str]:
+        """What of `request` this upstream is not sent, in words for the decision record."""
+        return []
+
     async def aclose(self) -> None:
         """Release connections."""
 

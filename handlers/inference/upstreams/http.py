@@ -19,7 +19,8 @@ from generated.config import UpstreamSettings
 from handlers.config import api_key as configured_key
 from handlers.inference.canonical import Event, Format, Request, Result
 from handlers.inference.formats.base import FORMATS, Traits, UpstreamFault, UpstreamFormat, UpstreamOptions
-from handlers.inference.formats.common import json_object
+from handlers.inference.formats.common import foreign_reasoning, json_object
+from handlers.inference.formats.tools import Crossing
 from handlers.inference.upstreams.base import PLAIN, Pool, Sizes, Timeouts, Upstream, UpstreamError
 from handlers.inference.upstreams.failures import CAUGHT, ERROR_TYPE_STATUS, event_error, failure, status_error
 from handlers.inference.upstreams.sse import SseEvent, TooLarge, answer_too_large, iter_sse
@@ -136,11 +137,41 @@ class HttpUpstream(Upstream):
         body = self.format.upstream_body(request, model, self.options, traits)
         payload = await self.post_json(self.path_for(model, False), body, self._caller_headers(request))
         try:
-            return self.format.upstream_result(payload)
+            result = self.format.upstream_result(payload)
         except UpstreamFault as fault:
             raise self._fault(fault) from None
+        crossing = self._crossing(request)
+        return crossing.result(result) if crossing is not None else result
 
-    async def stream(self, request: Request, model: str, traits: Traits = PLAIN) -> AsyncIterator[Event]:
+    def stream(self, request: Request, model: str, traits: Traits = PLAIN) -> AsyncIterator[Event]:
+        events = self._events(request, model, traits)
+        crossing = self._crossing(request)
+        return crossing.events(events) if crossing is not None else events
+
+    def _crossing(self, request: Request) -> Crossing | None:
+        """How the calls of a request of another format come back, when any of its tools was renamed or made a
+        function (custom tools, namespaces); None otherwise."""
+        if request.format == self.speaks or not request.tools:
+            return None
+        crossing = Crossing.of(request, self.speaks, self.kind)
+        return crossing if crossing.maps else None
+
+    def omitted_tools(self, request: Request) -> list[str]:
+        if request.format == self.speaks or not request.tools:
+            return []
+        return Crossing.of(request, self.speaks, self.kind).omitted
+
+    def left_out(self, request: Request) -> list[str]:
+        if request.format == self.speaks:  # the caller's own body goes as written
+            return []
+        said = [f"tool {kind}: the {self.kind} upstream has no such tool" for kind in self.omitted_tools(request)]
+        foreign = foreign_reasoning(request, self.speaks)
+        if foreign:
+            said.append(f"{foreign} reasoning block(s) made by another provider: reasoning goes back only to the "
+                        "provider that made it")
+        return said
+
+    async def _events(self, request: Request, model: str, traits: Traits) -> AsyncIterator[Event]:
         body = {**self.format.upstream_body(request, model, self.options, traits), **self.format.STREAM_FIELDS}
         reader = self.format.UpstreamReader()
         path = self.path_for(model, True)

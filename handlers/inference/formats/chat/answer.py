@@ -35,4 +35,6 @@ def reasoning_text(content: list[Block]) -> str:
 
 
 def call(block: ToolCall) -> dict[str, Any]:
+    if block.custom:
+        return {"id": block.id, "type": "custom", "custom": {"name": block.name, "input": block.arguments}}
     return {"id": block.id, "type": "function", "function": {"name": block.name, "arguments": block.arguments}}

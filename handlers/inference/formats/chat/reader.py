@@ -39,14 +39,22 @@ def upstream_result(payload: dict[str, Any]) -> Result:
     if text:
         content.append(Text(text))
     for tool_call in message.get("tool_calls") or []:
-        function = tool_call.get("function") or {}
-        content.append(ToolCall(tool_call.get("id") or "", function.get("name") or "", function.get("arguments") or ""))
+        content.append(_call(tool_call))
     return Result(
         content=content,
         finish_reason=FINISH_READ.get(str(choice.get("finish_reason")), FinishReason.UNKNOWN),
         usage=read_usage(payload.get("usage")),
         upstream_model=payload.get("model"),
     )
+
+
+def _call(tool_call: dict[str, Any]) -> ToolCall:
+    """A function call, or a custom tool's call (its input is free-form text)."""
+    if tool_call.get("type") == "custom":
+        custom = tool_call.get("custom") or {}
+        return ToolCall(tool_call.get("id") or "", custom.get("name") or "", custom.get("input") or "", custom=True)
+    function = tool_call.get("function") or {}
+    return ToolCall(tool_call.get("id") or "", function.get("name") or "", function.get("arguments") or "")
 
 
 def _reasoning(fields: dict[str, Any]) -> str:

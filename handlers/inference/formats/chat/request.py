@@ -8,6 +8,7 @@ from typing import Any
 from generated.models import ChatCompletionRequest, ChatMessage
 from handlers.errors import bad_request
 from handlers.inference.canonical import (
+    AnyTool,
     Block,
     CacheMark,
     Document,
@@ -35,7 +36,8 @@ from handlers.inference.formats.common import (
     opt_float,
     opt_int,
     opt_str_list,
-    other_tool,
+    custom_tool,
+    hosted_tool,
     read_cache_control,
     read_data_url,
     required_str,
@@ -327,18 +329,21 @@ def _tools(body: ChatCompletionRequest) -> list[Tool] | None:
     return [*(tools or []), *legacy]
 
 
-def _tool(raw: dict[str, Any], where: str) -> Tool:
+def _tool(raw: dict[str, Any], where: str) -> AnyTool:
+    kind = raw.get("type", "function")
+    if kind == "custom" and isinstance(raw.get("custom"), dict):
+        return custom_tool(raw["custom"], raw, "chat")
     function = raw.get("function")
-    if raw.get("type", "function") != "function" or not isinstance(function, dict):
-        return other_tool(raw, "chat")
+    if kind != "function" or not isinstance(function, dict):
+        return hosted_tool(raw, "chat")
     tool = function_tool(function, f"{where}.function", raw, "chat", "parameters")
-    tool.cache = cache_mark(raw, where) if tool.portable else None
+    tool.cache = cache_mark(raw, where)
     return tool
 
 
-def _function(spec: Any, where: str) -> Tool:
+def _function(spec: Any, where: str) -> AnyTool:
     if not isinstance(spec, dict):
-        return other_tool(spec, "chat")
+        return hosted_tool(spec, "chat")
     return function_tool(spec, where, {"type": "function", "function": spec}, "chat", "parameters")
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
 from generated.models import ChatCompletionRequest
 from handlers.errors import unsupported
 from handlers.inference.canonical import (
@@ -23,7 +25,6 @@ from handlers.inference.canonical import (
     Unknown,
 )
 from handlers.inference.formats.base import Traits, UpstreamOptions
-from handlers.inference.formats.chat.answer import call
 from handlers.inference.formats.chat.vocabulary import THINKING_GAP, VOCABULARY
 from handlers.inference.formats.common import (
     OPENAI_CHOICES,
@@ -33,6 +34,7 @@ from handlers.inference.formats.common import (
     refuse_untranslatable,
     write_data_url,
 )
+from handlers.inference.formats.tools import INPUT, Crossing
 
 KIND = VOCABULARY.kind
 # A canonical tool choice in chat's words; "tool" names its tool in an object instead.
@@ -52,7 +54,7 @@ def upstream_body(request: Request, model: str, options: UpstreamOptions, traits
         body = passthrough_body(request, ChatCompletionRequest, model, options)
         caller_effort = body.pop("reasoning_effort", None)  # the caller's own word ("none", "xhigh"...) is chat's
     else:
-        body = _translated(request, model)
+        body = _translated(request, model, traits)
     for key in _LIMITS:
         body.pop(key, None)
     if request.max_tokens is not None:
@@ -65,32 +67,35 @@ def upstream_body(request: Request, model: str, options: UpstreamOptions, traits
     return body
 
 
-def _translated(request: Request, model: str) -> dict[str, Any]:
+def _translated(request: Request, model: str, traits: Traits) -> dict[str, Any]:
     """Everything canonical carries, in chat's words. Cache marks have none: OpenAI caches prompt prefixes by
     itself (and a compatible server could refuse cache_control). Another provider's thinking is left out."""
-    if request.format != "chat":
+    own = request.format == "chat"  # a chat request the gateway built itself, without a caller's body
+    if not own:
         refuse_untranslatable(request, KIND)
-    body: dict[str, Any] = {"model": model, "messages": _messages(request)}
+    crossing = Crossing() if own else Crossing.of(request, "chat", KIND, traits.refuse_hosted)
+    body: dict[str, Any] = {"model": model, "messages": _messages(request, crossing)}
     # The token limit and the effort are set by upstream_body, for every request alike.
     body.update(present(temperature=request.temperature, top_p=request.top_p, stop=request.stop, seed=request.seed))
-    tools = [_tool(t) for t in request.tools or () if t.format == "chat" or t.portable]
+    own_tools = [_tool(t) if isinstance(t, Tool) else t.raw for t in request.tools or ()]
+    tools = own_tools if own else [_tool(t) for t in crossing.functions]
     if tools:
         body["tools"] = tools
     choice = request.tool_choice
-    if request.format == "chat":  # a chat request the gateway built itself, without a caller's body
+    if own:
         body.update(present(tool_choice=choice.raw if choice else None, response_format=request.response_format))
         merge_extra(body, request.extra)
         return body
     if tools and choice and choice.portable:  # OpenAI refuses a tool choice without tools
-        body.update(_tool_choice(choice))
+        body.update(_tool_choice(choice, crossing))
     if request.output is not None:
         body["response_format"] = _response_format(request.output)
     return body
 
 
-def _tool_choice(choice: ToolChoice) -> dict[str, Any]:
+def _tool_choice(choice: ToolChoice, crossing: Crossing) -> dict[str, Any]:
     """Another format's tool choice as chat's tool_choice, and "at most one call" as parallel_tool_calls."""
-    named = {"type": "function", "function": {"name": choice.name}}
+    named = {"type": "function", "function": {"name": crossing.name(choice.name or "")}}
     return {
         "tool_choice": _CHOICE_WORDS.get(choice.mode, named) if choice.mode else named,
         **present(parallel_tool_calls=choice.parallel),
@@ -108,8 +113,8 @@ def _response_format(output: OutputFormat) -> dict[str, Any]:
 
 
 def _tool(tool: Tool) -> dict[str, Any]:
-    if tool.format == "chat":
-        return tool.raw
+    if tool.format == "chat" and isinstance(tool.raw, dict):
+        return tool.raw  # chat's own words, as the caller wrote them
     function = {"name": tool.name, **present(description=tool.description), "parameters": tool.parameters}
     return {"type": "function", "function": function}
 
@@ -117,14 +122,14 @@ def _tool(tool: Tool) -> dict[str, Any]:
 # --- messages --------------------------------------------------------------------------------------------------------
 
 
-def _messages(request: Request) -> list[dict[str, Any]]:
+def _messages(request: Request, crossing: Crossing) -> list[dict[str, Any]]:
     out = [{"role": "system", "content": request.system}] if request.system is not None else []
     for message in request.messages:
-        out.extend(_message(message, request.format))
+        out.extend(_message(message, request.format, crossing))
     return out
 
 
-def _message(message: Message, fmt: Format) -> list[dict[str, Any]]:
+def _message(message: Message, fmt: Format, crossing: Crossing) -> list[dict[str, Any]]:
     """One canonical message as chat messages: its tool results first (each a "tool" message), then the rest."""
     blocks = message.content
     out: list[dict[str, Any]] = [
@@ -132,7 +137,7 @@ def _message(message: Message, fmt: Format) -> list[dict[str, Any]]:
         for b in blocks
         if isinstance(b, ToolResult)
     ]
-    calls = [call(b) for b in blocks if isinstance(b, ToolCall)]
+    calls = [_call(b, crossing) for b in blocks if isinstance(b, ToolCall)]
     parts = [part for b in blocks if (part := _part(b, fmt)) is not None]
     # Reasoning goes back only to the kind of provider that showed it (DeepSeek asks for it with tool calls).
     reasoning = THINKING_GAP.join(b.text for b in blocks if isinstance(b, Thinking) and b.format == "chat" and b.text)
@@ -144,6 +149,13 @@ def _message(message: Message, fmt: Format) -> list[dict[str, Any]]:
             chat["tool_calls"] = calls
         out.append(chat)
     return out
+
+
+def _call(block: ToolCall, crossing: Crossing) -> dict[str, Any]:
+    """A call under the name its tool was offered with; a custom tool's input as the one string it takes."""
+    arguments = orjson.dumps({INPUT: block.arguments}).decode() if block.custom else block.arguments
+    return {"id": block.id, "type": "function",
+            "function": {"name": crossing.name(block.name, block.namespace), "arguments": arguments}}
 
 
 def _part(block: Block, fmt: Format) -> dict[str, Any] | None:

@@ -10,6 +10,7 @@ import orjson
 from generated.models import AnthropicMessage, MessagesRequest
 from handlers.errors import bad_request
 from handlers.inference.canonical import (
+    AnyTool,
     Block,
     CacheMark,
     Document,
@@ -20,7 +21,6 @@ from handlers.inference.canonical import (
     Role,
     Text,
     Thinking,
-    Tool,
     ToolCall,
     ToolChoice,
     ToolResult,
@@ -35,7 +35,7 @@ from handlers.inference.formats.common import (
     opt_float,
     opt_int,
     opt_str_list,
-    other_tool,
+    hosted_tool,
     read_cache_control,
     required_str,
     string_field,
@@ -266,13 +266,13 @@ _PARTS: dict[str, PartReader] = {
 }
 
 
-def _tool(raw: dict[str, Any], where: str) -> Tool:
+def _tool(raw: dict[str, Any], where: str) -> AnyTool:
     # Client tools have no type (or "custom"); typed ones (web_search_20250305, bash_...) are Anthropic's own.
     if raw.get("type", "custom") != "custom":
-        return other_tool(raw, "messages")
+        return hosted_tool(raw, "messages")
     tool = function_tool(raw, where, raw, "messages", "input_schema")
     mark = raw.get("cache_control")  # tools are never validated: a malformed mark is no mark
-    if tool.portable and isinstance(mark, dict) and mark.get("type") == "ephemeral":
+    if isinstance(mark, dict) and mark.get("type") == "ephemeral":
         ttl = mark.get("ttl")
         tool.cache = CacheMark(ttl if isinstance(ttl, str) else None)
     return tool

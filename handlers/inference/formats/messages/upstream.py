@@ -25,6 +25,7 @@ from handlers.inference.canonical import (
 )
 from handlers.inference.formats.base import Traits, UpstreamOptions
 from handlers.inference.formats.common import passthrough_body, present, refuse_untranslatable, tool_input
+from handlers.inference.formats.tools import INPUT, Crossing
 from handlers.inference.formats.messages.vocabulary import (
     CHOICE_TYPES,
     KIND,
@@ -125,19 +126,21 @@ def _room_for_thinking(body: dict[str, Any], request: Request, options: Upstream
 
 def _translated(request: Request, model: str, options: UpstreamOptions, traits: Traits) -> dict[str, Any]:
     refuse_untranslatable(request, KIND)
+    crossing = Crossing.of(request, "messages", KIND, traits.refuse_hosted)
     max_tokens = request.max_tokens if request.max_tokens is not None else options.default_max_tokens
-    body: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "messages": _upstream_messages(request.messages)}
+    body: dict[str, Any] = {"model": model, "max_tokens": max_tokens,
+                            "messages": _upstream_messages(request.messages, crossing)}
     # seed has no Anthropic word and is best effort by OpenAI's own definition: it is left out.
     body.update(present(system=_system(request), temperature=request.temperature, top_p=request.top_p,
                         stop_sequences=request.stop))
     thinking = _effort_thinking(request, traits) if _thinking_allowed(request.messages) else None
     body.update(present(thinking=thinking))
-    tools = [_upstream_tool(t) for t in request.tools or ()]
+    tools = [*(_upstream_tool(t) for t in crossing.functions), *crossing.hosted]
     if request.output is not None:
         tools.append(_output_tool(request.output))
     if tools:
         body["tools"] = tools
-    body.update(present(tool_choice=_upstream_choice(request, thinking)))
+    body.update(present(tool_choice=_upstream_choice(request, thinking, crossing)))
     _room_for_thinking(body, request, options)
     return body
 
@@ -164,10 +167,7 @@ def _system(request: Request) -> str | list[dict[str, Any]] | None:
 
 def _upstream_tool(tool: Tool) -> dict[str, Any]:
     if tool.format == "messages" and isinstance(tool.raw, dict):
-        return tool.raw
-    if not tool.portable:
-        kind = tool.raw.get("type") if isinstance(tool.raw, dict) else None
-        raise unsupported("tools", KIND, f"a {kind or 'malformed'} tool is not a function tool")
+        return tool.raw  # Anthropic's own words, as the caller wrote them
     return {
         "name": tool.name,
         **present(description=tool.description),
@@ -187,15 +187,15 @@ def _output_tool(output: OutputFormat) -> dict[str, Any]:
     }
 
 
-def _upstream_choice(request: Request, thinking: dict[str, Any] | None) -> dict[str, Any] | None:
+def _upstream_choice(request: Request, thinking: dict[str, Any] | None, crossing: Crossing) -> dict[str, Any] | None:
     """Another format's tool choice; "at most one call" (parallel_tool_calls false) goes inside it."""
     choice = request.tool_choice
     if choice is not None and not choice.portable:
         raise unsupported("tool_choice", KIND, "a tool choice only its own format can say")
     if request.output is not None:
-        out = _output_choice(request.output, bool(request.tools), choice, thinking)
+        out = _output_choice(request.output, bool(request.tools), choice, thinking, crossing)
     elif request.tools and choice is not None:
-        out = _choice_words(choice)
+        out = _choice_words(choice, crossing)
     else:
         return None  # Anthropic refuses a tool choice without tools
     if choice is not None and choice.parallel is False and out["type"] != "none":
@@ -203,12 +203,13 @@ def _upstream_choice(request: Request, thinking: dict[str, Any] | None) -> dict[
     return out
 
 
-def _choice_words(choice: ToolChoice) -> dict[str, Any]:
-    return {"type": CHOICE_TYPES[choice.mode or "auto"], **present(name=choice.name)}
+def _choice_words(choice: ToolChoice, crossing: Crossing) -> dict[str, Any]:
+    name = crossing.name(choice.name) if choice.name else None
+    return {"type": CHOICE_TYPES[choice.mode or "auto"], **present(name=name)}
 
 
-def _output_choice(output: OutputFormat, tools: bool, choice: ToolChoice | None, thinking: dict[str, Any] | None
-                   ) -> dict[str, Any]:
+def _output_choice(output: OutputFormat, tools: bool, choice: ToolChoice | None, thinking: dict[str, Any] | None,
+                   crossing: Crossing) -> dict[str, Any]:
     """Structured output makes the model call its tool: that very tool when the caller's tools may not (or there are
     none), a tool the caller forced, or any tool (the caller's or the answer) when they may or must be called. With
     thinking on Anthropic takes only auto: the answer's tool is then offered, not forced."""
@@ -218,19 +219,20 @@ def _output_choice(output: OutputFormat, tools: bool, choice: ToolChoice | None,
     if not tools or mode == "none":
         return {"type": "tool", "name": output_tool_name(output.name)}
     if mode == "tool" and choice is not None:
-        return _choice_words(choice)
+        return _choice_words(choice, crossing)
     return {"type": "any"}
 
 
 # --- messages -------------------------------------------------------------------------------------------------------
 
 
-def _upstream_messages(conversation: list[Message]) -> list[dict[str, Any]]:
-    """Messages API messages: tool results go in user turns, and consecutive same-role turns merge (it alternates)."""
+def _upstream_messages(conversation: list[Message], crossing: Crossing) -> list[dict[str, Any]]:
+    """Messages API messages: tool results go in user turns, and consecutive same-role turns merge (it alternates);
+    a system message stays at its place (Anthropic reads it there)."""
     out: list[dict[str, Any]] = []
     for message in conversation:
-        role = "assistant" if message.role == "assistant" else "user"
-        blocks = _content(message.content)
+        role = message.role if message.role in ("assistant", "system") else "user"
+        blocks = _content(message.content, crossing)
         if not blocks:
             continue  # an empty content list is rejected
         if out and out[-1]["role"] == role:
@@ -240,13 +242,13 @@ def _upstream_messages(conversation: list[Message]) -> list[dict[str, Any]]:
     return out
 
 
-def _content(content: list[Block]) -> list[dict[str, Any]]:
+def _content(content: list[Block], crossing: Crossing) -> list[dict[str, Any]]:
     """The blocks of one message. Images and documents right after a tool result belong inside it (that is how
     canonical carries a result's pictures), as Anthropic allows."""
     out: list[dict[str, Any]] = []
     result: dict[str, Any] | None = None
     for block in content:
-        converted = _BLOCKS[type(block)](block)
+        converted = _tool_use(block, crossing) if isinstance(block, ToolCall) else _BLOCKS[type(block)](block)
         if converted is None:
             continue
         if result is not None and isinstance(block, Image | Document):
@@ -269,8 +271,10 @@ def _text(block: Text) -> dict[str, Any] | None:
     return text_block(block.text, block.cache) if block.text else None  # empty text blocks are rejected
 
 
-def _tool_use(block: ToolCall) -> dict[str, Any]:
-    return tool_use_block(block.id, block.name, tool_input(block.arguments), block.cache)
+def _tool_use(block: ToolCall, crossing: Crossing) -> dict[str, Any]:
+    """A call, under the name its tool was offered with; a custom tool's input as the one string it takes."""
+    arguments = {INPUT: block.arguments} if block.custom else tool_input(block.arguments)
+    return tool_use_block(block.id, crossing.name(block.name, block.namespace), arguments, block.cache)
 
 
 def _tool_result(block: ToolResult) -> dict[str, Any]:
@@ -300,7 +304,6 @@ _BLOCKS: dict[type, Callable[[Any], dict[str, Any] | None]] = {
     Image: image_block,
     Document: document_block,
     Thinking: _thinking,
-    ToolCall: _tool_use,
     ToolResult: _tool_result,
     Unknown: _unknown,
 }

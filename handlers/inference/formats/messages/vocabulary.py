@@ -59,7 +59,7 @@ STOP_READ = {word: reason for reason, word in STOP_REASONS.items() if reason is 
     "model_context_window_exceeded": FinishReason.LENGTH
 }
 
-ROLES: dict[str, Role] = {"user": "user", "assistant": "assistant"}
+ROLES: dict[str, Role] = {"user": "user", "assistant": "assistant", "system": "system"}
 CHOICES: ChoiceTable = ({}, {"auto": "auto", "none": "none", "any": "required", "tool": "tool"})  # objects only
 # A canonical tool choice as Anthropic's tool_choice type.
 CHOICE_TYPES = {mode: word for word, mode in CHOICES[1].items()}

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from handlers.inference.canonical import (
+    ToolCallStart,
     Answer,
     Block,
     FinishReason,
@@ -35,7 +36,7 @@ def render(result: Result, answer: Answer, request: Request) -> dict[str, Any]:
         else:
             continue
         last = block
-    if not any(item["type"] in ("message", "function_call") for item in output):
+    if not any(item["type"] in ANSWERING for item in output):
         output.append(message(message_id(answer, output), "", "completed"))
     return response(answer, output, result.finish_reason, result.usage, request)
 
@@ -44,8 +45,8 @@ def _item(block: Block, answer: Answer, output: list[dict[str, Any]]) -> dict[st
     if isinstance(block, Text) and block.text:
         return message(message_id(answer, output), block.text, "completed")
     if isinstance(block, ToolCall):
-        n = sum(1 for item in output if item["type"] == "function_call")
-        return call(f"fc_{answer.decision_id}_{n}", block.id, block.name, block.arguments, "completed")
+        n = sum(1 for item in output if item["type"] in CALLS)
+        return call(f"fc_{answer.decision_id}_{n}", block, block.arguments, "completed")
     if isinstance(block, Thinking) and (block.text or block.format == "responses"):
         n = sum(1 for item in output if item["type"] == "reasoning")
         own = block.format == "responses"
@@ -107,6 +108,10 @@ def _echo(request: Request) -> dict[str, Any]:
     return echo
 
 
+CALLS = frozenset({"function_call", "custom_tool_call"})
+ANSWERING = CALLS | {"message"}  # an output with none of these gets an empty message, so output_text is ""
+
+
 # --- output items ---------------------------------------------------------------------------------------------------
 
 
@@ -127,15 +132,11 @@ def part(text: str) -> dict[str, Any]:
     return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
 
 
-def call(item_id: str, call_id: str, name: str, arguments: str, status: str) -> dict[str, Any]:
-    return {
-        "id": item_id,
-        "type": "function_call",
-        "status": status,
-        "call_id": call_id,
-        "name": name,
-        "arguments": arguments,
-    }
+def call(item_id: str, block: ToolCall | ToolCallStart, arguments: str, status: str) -> dict[str, Any]:
+    """A function_call item, or a custom_tool_call item (its input is the free-form text), in its namespace."""
+    item = {"id": item_id, "type": "custom_tool_call" if block.custom else "function_call", "status": status,
+            "call_id": block.id, "name": block.name, "input" if block.custom else "arguments": arguments}
+    return item | ({"namespace": block.namespace} if block.namespace else {})
 
 
 def reasoning(item_id: str, text: str, encrypted: str | None) -> dict[str, Any]:

@@ -22,13 +22,21 @@ from handlers.inference.canonical import (
     UsageReport,
 )
 from handlers.inference.formats.base import UpstreamFault
-from handlers.inference.formats.common import json_object, opt_int, str_or_empty
+from handlers.inference.formats.common import json_object, opt_int, str_or_empty, str_or_none
 from handlers.inference.formats.responses.vocabulary import INCOMPLETE, read_usage
 
 # Error codes of a failed response (ResponseError.code) that are the request's fault; the rest are the upstream's.
 _CALLER_CODES = frozenset({"bio_policy", "misalignment_policy_violation", "empty_image_file", "failed_to_download_image",
                            "unsupported_image_media_type", "data_residency_mismatch"})  # fmt: skip
 _QUOTA_CODES = {"rate_limit_exceeded": "rate_limit_error", "insufficient_quota": "insufficient_quota"}
+
+
+_CALLS = frozenset({"function_call", "custom_tool_call"})  # items that are tool calls of the caller's tools
+
+
+def _arguments_of(item: dict[str, Any]) -> str:
+    """A function call's arguments (JSON text), or a custom tool call's input (free-form text)."""
+    return str_or_empty(item.get("input" if item.get("type") == "custom_tool_call" else "arguments"))
 
 
 def upstream_result(payload: dict[str, Any]) -> Result:
@@ -51,8 +59,9 @@ def _blocks(item: dict[str, Any]) -> list[Block]:
     kind = item.get("type")
     if kind == "message":
         return [Text(text) for part in item.get("content") or [] if (text := _part_text(part))]
-    if kind == "function_call":
-        return [ToolCall(str_or_empty(item.get("call_id")), str_or_empty(item.get("name")), str_or_empty(item.get("arguments")))]
+    if kind in _CALLS:
+        return [ToolCall(str_or_empty(item.get("call_id")), str_or_empty(item.get("name")), _arguments_of(item),
+                         custom=kind == "custom_tool_call", namespace=str_or_none(item.get("namespace")))]
     if kind == "reasoning":
         return [Thinking(_reasoning_text(item), encrypted=item.get("encrypted_content"), id=item.get("id"),
                          format="responses")]  # fmt: skip
@@ -124,18 +133,21 @@ class UpstreamReader:
 
     def _added(self, payload: dict[str, Any]) -> list[Event]:
         item, index = _item(payload), _index(payload)
-        if item.get("type") == "function_call":
+        if item.get("type") in _CALLS:
             return self._call_start(index, item)
         if item.get("type") == "reasoning":  # a reasoning item opens; its id marks its thinking as OpenAI's own
             return [ThinkingDelta(id=str_or_empty(item.get("id")) or None, format="responses")]
         return []
 
     def _call_start(self, index: int, item: dict[str, Any]) -> list[Event]:
+        """A function or custom tool call opens; its arguments (or input) may come whole with it."""
         self._calls[index] = False
-        events: list[Event] = [ToolCallStart(index, str_or_empty(item.get("call_id")), str_or_empty(item.get("name")))]
-        if item.get("arguments"):
+        start = ToolCallStart(index, str_or_empty(item.get("call_id")), str_or_empty(item.get("name")),
+                              custom=item.get("type") == "custom_tool_call", namespace=str_or_none(item.get("namespace")))
+        events: list[Event] = [start]
+        if arguments := _arguments_of(item):
             self._calls[index] = True
-            events.append(ToolCallDelta(index, str_or_empty(item["arguments"])))
+            events.append(ToolCallDelta(index, arguments))
         return events
 
     def _text(self, payload: dict[str, Any]) -> list[Event]:
@@ -170,10 +182,10 @@ class UpstreamReader:
     def _item_done(self, payload: dict[str, Any]) -> list[Event]:
         item, index = _item(payload), _index(payload)
         kind, item_id = item.get("type"), str_or_empty(item.get("id"))
-        if kind == "function_call":
+        if kind in _CALLS:
             events = [] if index in self._calls else self._call_start(index, item)
-            if not self._calls[index] and item.get("arguments"):
-                events.append(ToolCallDelta(index, str_or_empty(item["arguments"])))
+            if not self._calls[index] and (arguments := _arguments_of(item)):
+                events.append(ToolCallDelta(index, arguments))
             return events
         if kind == "reasoning":
             text = "" if item_id in self._said else _reasoning_text(item)
@@ -218,6 +230,7 @@ _HANDLERS: dict[str, Callable[[UpstreamReader, dict[str, Any]], list[Event]]] = 
     "response.output_text.delta": UpstreamReader._text,
     "response.refusal.delta": UpstreamReader._text,
     "response.function_call_arguments.delta": UpstreamReader._arguments,
+    "response.custom_tool_call_input.delta": UpstreamReader._arguments,
     "response.reasoning_summary_text.delta": UpstreamReader._summary,
     "response.reasoning_text.delta": UpstreamReader._reasoning,
     "response.output_item.done": UpstreamReader._item_done,

@@ -10,6 +10,9 @@ from generated import errors as codes
 from generated.models import Input, ResponsesInputItem, ResponsesRequest, ResponsesTextConfig
 from handlers.errors import ApiError, bad_request
 from handlers.inference.canonical import (
+    AnyTool,
+    CustomTool,
+    Namespace,
     Block,
     CacheMark,
     Document,
@@ -34,11 +37,14 @@ from handlers.inference.formats.common import (
     join_system,
     json_text,
     opt_float,
-    other_tool,
+    custom_tool,
+    hosted_tool,
+    str_or_empty,
     read_data_url,
     required_str,
     role_error,
     str_or_none,
+    string_field,
     tool_choice,
     tool_list,
     whole,
@@ -201,7 +207,17 @@ def _message_item(item: ResponsesInputItem, where: str) -> Message:
 def _function_call(item: ResponsesInputItem, where: str) -> Message:
     fields = item.model_extra or {}
     call_id, name = required_str(fields, "call_id", where), required_str(fields, "name", where)
-    return Message("assistant", [ToolCall(call_id, name, json_text(fields.get("arguments")))])
+    call = ToolCall(call_id, name, json_text(fields.get("arguments")), namespace=str_or_none(fields.get("namespace")))
+    return Message("assistant", [call])
+
+
+def _custom_call(item: ResponsesInputItem, where: str) -> Message:
+    """A custom tool's call: its input is free-form text."""
+    fields = item.model_extra or {}
+    call_id, name = required_str(fields, "call_id", where), required_str(fields, "name", where)
+    call = ToolCall(call_id, name, string_field(fields, "input", where), custom=True,
+                    namespace=str_or_none(fields.get("namespace")))
+    return Message("assistant", [call])
 
 
 def _function_output(item: ResponsesInputItem, where: str) -> Message:
@@ -233,6 +249,8 @@ _ITEMS: dict[str, Callable[[ResponsesInputItem, str], Message]] = {
     "message": _message_item,
     "function_call": _function_call,
     "function_call_output": _function_output,
+    "custom_tool_call": _custom_call,
+    "custom_tool_call_output": _function_output,
     "reasoning": _reasoning,
 }
 
@@ -307,7 +325,16 @@ _PARTS: dict[str, PartReader] = {
 }
 
 
-def _tool(raw: dict[str, Any], where: str) -> Tool:
-    if raw.get("type") != "function":
-        return other_tool(raw, "responses")
-    return function_tool(raw, where, raw, "responses", "parameters")
+def _tool(raw: dict[str, Any], where: str) -> AnyTool:
+    kind = raw.get("type")
+    if kind == "function":
+        return function_tool(raw, where, raw, "responses", "parameters")
+    if kind == "custom":
+        return custom_tool(raw, raw, "responses")
+    if kind == "namespace":
+        members = raw.get("tools") if isinstance(raw.get("tools"), list) else []
+        tools = [_tool(member, f"{where}.tools.{i}") for i, member in enumerate(members) if isinstance(member, dict)]
+        description = raw.get("description")
+        return Namespace(str_or_empty(raw.get("name")), description if isinstance(description, str) else None,
+                         [t for t in tools if isinstance(t, Tool | CustomTool)], raw, "responses")
+    return hosted_tool(raw, "responses")

@@ -8,6 +8,7 @@ from handlers.errors import ApiError
 from handlers.inference.canonical import Answer, Request, TextDelta, ThinkingDelta, ToolCallDelta, ToolCallStart
 from handlers.inference.formats.common import StreamState, sse
 from handlers.inference.formats.responses.answer import (
+    ANSWERING,
     call,
     message,
     message_id,
@@ -40,7 +41,7 @@ class StreamRenderer(StreamState):
 
     def finish(self) -> bytes:
         out = self._close()
-        if not any(item["type"] in ("message", "function_call") for item in self._output):
+        if not any(item["type"] in ANSWERING for item in self._output):
             out += self._open_message() + self._close()  # no text and no call: an empty message, so output_text is ""
         done = response(self._answer, self._output, self.reason, self.usage, self._request)
         return out + self._frame("response.completed", {"response": done})
@@ -80,7 +81,7 @@ class StreamRenderer(StreamState):
 
     def on_call_start(self, ev: ToolCallStart) -> bytes:
         out = self._close()
-        item = self._add(call(f"fc_{self._answer.decision_id}_{len(self._calls)}", ev.id, ev.name, "", "in_progress"))
+        item = self._add(call(f"fc_{self._answer.decision_id}_{len(self._calls)}", ev, "", "in_progress"))
         self._calls[ev.index] = (len(self._output) - 1, item)
         return out + self._frame("response.output_item.added", {"output_index": len(self._output) - 1, "item": item})
 
@@ -89,11 +90,10 @@ class StreamRenderer(StreamState):
         if entry is None or not ev.arguments:
             return b""
         index, item = entry
-        item["arguments"] += ev.arguments
-        return self._frame(
-            "response.function_call_arguments.delta",
-            {"item_id": item["id"], "output_index": index, "delta": ev.arguments},
-        )
+        custom = item["type"] == "custom_tool_call"
+        item["input" if custom else "arguments"] += ev.arguments
+        kind = "response.custom_tool_call_input.delta" if custom else "response.function_call_arguments.delta"
+        return self._frame(kind, {"item_id": item["id"], "output_index": index, "delta": ev.arguments})
 
     def _open_message(self) -> bytes:
         item = self._add({**message(message_id(self._answer, self._output), "", "in_progress"), "content": []})
@@ -130,6 +130,10 @@ class StreamRenderer(StreamState):
         item["status"] = "completed"
         return self._frame("response.function_call_arguments.done",
                            {**at, "arguments": item["arguments"], "name": item["name"]})  # fmt: skip
+
+    def _done_custom_tool_call(self, at: dict[str, Any], item: dict[str, Any], text: str) -> bytes:
+        item["status"] = "completed"
+        return self._frame("response.custom_tool_call_input.done", {**at, "input": item["input"]})
 
     def _done_reasoning(self, at: dict[str, Any], item: dict[str, Any], text: str) -> bytes:
         self._thought = None

@@ -9,6 +9,7 @@ from generated.models import ResponsesRequest
 from handlers.errors import unsupported
 from handlers.inference.canonical import (
     Block,
+    CustomTool,
     Document,
     Format,
     Image,
@@ -33,6 +34,7 @@ from handlers.inference.formats.common import (
 )
 from handlers.inference.formats.responses.answer import summary
 from handlers.inference.formats.responses.vocabulary import ENCRYPTED, KIND
+from handlers.inference.formats.tools import Crossing
 
 _CHOICE_WORDS: dict[str, str] = {mode: word for word, mode in OPENAI_CHOICES[0].items()}
 # Fields of Chat Completions (Request.extra of a chat caller) that Responses names and means alike: carried over.
@@ -51,7 +53,7 @@ def upstream_body(request: Request, model: str, options: UpstreamOptions, traits
     """The Responses body for `request` (without the streaming fields). store is always false: Specway keeps no
     state and relies on none upstream, so every request carries its whole conversation."""
     same = request.format == "responses"
-    body = passthrough_body(request, ResponsesRequest, model, options) if same else _translated(request, model)
+    body = passthrough_body(request, ResponsesRequest, model, options) if same else _translated(request, model, traits)
     _effort(body, request, traits)
     if same and traits.reasoning:
         _include_encrypted_reasoning(body)
@@ -82,13 +84,16 @@ def _include_encrypted_reasoning(body: dict[str, Any]) -> None:
 # --- from another format --------------------------------------------------------------------------------------------
 
 
-def _translated(request: Request, model: str) -> dict[str, Any]:
+def _translated(request: Request, model: str, traits: Traits) -> dict[str, Any]:
     """Everything canonical carries, in Responses' words. Cache marks need none: OpenAI caches prompt prefixes by
     itself. Thinking of another provider is left out (it goes back only to the provider that made it)."""
     carried = _carried(request)
     refuse_untranslatable(request, KIND, carried.keys())
     _refuse_unsayable(request)
-    body: dict[str, Any] = {"model": model, "input": [item for m in request.messages for item in _items(m, request)]}
+    crossing = Crossing.of(request, "responses", KIND, traits.refuse_hosted)
+    custom = {b.id for m in request.messages for b in m.content if isinstance(b, ToolCall) and b.custom}
+    body: dict[str, Any] = {"model": model,
+                            "input": [item for m in request.messages for item in _items(m, request, custom)]}
     body.update(
         present(
             instructions=request.system,
@@ -97,7 +102,7 @@ def _translated(request: Request, model: str) -> dict[str, Any]:
             top_p=request.top_p,
         )
     )
-    tools = [_tool(tool) for tool in request.tools or () if tool.portable]
+    tools = [*(_tool(t) for t in crossing.functions), *(_custom(t) for t in crossing.custom), *crossing.hosted]
     if tools:
         body["tools"] = tools
         if request.tool_choice is not None and request.tool_choice.portable:  # OpenAI refuses a choice without tools
@@ -125,10 +130,11 @@ def _refuse_unsayable(request: Request) -> None:
         raise unsupported("seed", KIND, "the Responses API takes no seed")
 
 
-def _items(message: Message, request: Request) -> list[dict[str, Any]]:
+def _items(message: Message, request: Request, custom: set[str]) -> list[dict[str, Any]]:
     """One canonical message as Responses input items, in order: runs of text, images and files are one message;
-    function calls, their outputs and reasoning are items of their own."""
-    role = "assistant" if message.role == "assistant" else "user"
+    function calls, their outputs and reasoning are items of their own. A system message at its place is a
+    developer message; `custom` are the ids of custom tools' calls (their outputs are custom_tool_call_output)."""
+    role = {"assistant": "assistant", "system": "developer"}.get(message.role, "user")
     out: list[dict[str, Any]] = []
     parts: list[dict[str, Any]] = []
     for block in message.content:
@@ -139,7 +145,7 @@ def _items(message: Message, request: Request) -> list[dict[str, Any]]:
         if parts:
             out.append(_message(role, parts))
             parts = []
-        item = _item(block)
+        item = _item(block, custom)
         if item is not None:
             out.append(item)
     if parts:
@@ -155,7 +161,7 @@ def _message(role: str, parts: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _part(block: Block, role: str, caller: Format) -> dict[str, Any] | None:
     if isinstance(block, Text):
-        return {"type": "input_text" if role == "user" else "output_text", "text": block.text}
+        return {"type": "output_text" if role == "assistant" else "input_text", "text": block.text}
     if not isinstance(block, Image | Document):
         return None
     if role == "assistant":
@@ -194,11 +200,14 @@ def _openai_file(file_id: str, what: str, caller: Format) -> str:
     return file_id
 
 
-def _item(block: Block) -> dict[str, Any] | None:
+def _item(block: Block, custom: set[str]) -> dict[str, Any] | None:
+    if isinstance(block, ToolCall) and block.custom:
+        return {"type": "custom_tool_call", "call_id": block.id, "name": block.name, "input": block.arguments}
     if isinstance(block, ToolCall):
         return {"type": "function_call", "call_id": block.id, "name": block.name, "arguments": block.arguments}
     if isinstance(block, ToolResult):  # Responses has no error flag: the output's words say it
-        return {"type": "function_call_output", "call_id": block.tool_call_id, "output": block.content}
+        kind = "custom_tool_call_output" if block.tool_call_id in custom else "function_call_output"
+        return {"type": kind, "call_id": block.tool_call_id, "output": block.content}
     if isinstance(block, Thinking):
         return _reasoning_item(block)
     if isinstance(block, Unknown):  # a part or item only the caller's format has
@@ -219,6 +228,11 @@ def _tool(tool: Tool) -> dict[str, Any]:
     # strict false: Responses makes function tools strict by default, which another format's schemas never asked for
     return {"type": "function", "name": tool.name, **present(description=tool.description),
             "parameters": tool.parameters, "strict": False}  # fmt: skip
+
+
+def _custom(tool: CustomTool) -> dict[str, Any]:
+    grammar = {"format": {"type": "grammar", **tool.grammar}} if tool.grammar else {}
+    return {"type": "custom", "name": tool.name, **present(description=tool.description), **grammar}
 
 
 def _tool_choice(choice: ToolChoice) -> dict[str, Any]:
