@@ -217,6 +217,7 @@ def test_a_full_pool_moves_on_to_a_candidate_on_another_upstream(gw: Live, fake:
 
 STREAMS = 1000
 POOL = 512  # the default pool.max_connections
+CONNECT = 3.0  # the upstream's connect timeout: short, yet above the event loop's lag with a thousand streams open
 
 
 def open_files(needed: int) -> None:
@@ -230,7 +231,7 @@ def open_files(needed: int) -> None:
 
 async def streams(url: str, key: str, fake: FakeUpstream) -> list[tuple[int, bytes]]:
     """STREAMS streams at once. The fake holds them until the pool is full, and then for longer than the upstream's
-    connect timeout (1 s), which used to bound the wait for a connection: the waiting ones must still be served."""
+    connect timeout, which used to bound the wait for a connection: the waiting ones must still be served."""
     body = {"messages": USER, "stream": True, "stream_options": {"include_usage": True}}
     headers = {"Authorization": f"Bearer {key}"}
     timeout = aiohttp.ClientTimeout(total=300)
@@ -244,7 +245,7 @@ async def streams(url: str, key: str, fake: FakeUpstream) -> list[tuple[int, byt
         tasks = [asyncio.ensure_future(one(session)) for _ in range(STREAMS)]
         try:
             await until(lambda: len(fake.requests) >= POOL or any(t.done() for t in tasks), 120)
-            await asyncio.sleep(2)  # past the connect timeout, with every connection of the pool in use
+            await asyncio.sleep(CONNECT + 1)  # past the connect timeout, with every connection of the pool in use
             assert len(fake.requests) == POOL, "the pool let more calls through than max_connections"
         finally:
             gate.set()
@@ -258,7 +259,7 @@ def test_a_thousand_streams_on_one_worker_all_complete(fakes: tuple[FakeUpstream
     open_files(3 * STREAMS + 256)
     config = {
         "store": {"url": f"sqlite:///{tmp_path / 'specway.db'}"},
-        "upstreams": {"up": {"kind": "openai", "base_url": fake.url, "timeouts": {"connect": 1}}},
+        "upstreams": {"up": {"kind": "openai", "base_url": fake.url, "timeouts": {"connect": CONNECT}}},
         "models": [{"id": "acme/free", "upstream": "up", "name": "m"}],
         "policies": {"default": {"default_model": "acme/free"}},
     }
@@ -271,7 +272,7 @@ def test_a_thousand_streams_on_one_worker_all_complete(fakes: tuple[FakeUpstream
     finally:
         fake.release()
         stop(proc)
-    assert sorted({status for status, _ in answers}) == [200]
+    assert [(status, body[:300]) for status, body in answers if status != 200][:3] == []
     for _, body in answers:
         assert body.endswith(b"data: [DONE]\n\n") and b'"error"' not in body and b'"content":"fake"' in body
     assert len(fake.requests) == STREAMS
