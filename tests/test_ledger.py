@@ -106,6 +106,19 @@ async def test_a_lease_released_as_a_dead_process_s_still_charges_what_it_spent(
     assert ws is not None and ws.credit == D("9.3") and ws.spend_total == D("0.7")
 
 
+async def test_releasing_a_dead_process_s_lease_keeps_what_it_had_charged(store: SQLStore, backend: Backend) -> None:
+    """What the lease's syncs charged stays in its row: sums over reservations (a budget period) still equal spend."""
+    _, key_id = await funded_key(store, D(10))
+    lease = await sync(store, key_id)
+    charged = await sync(store, key_id, lease.lease_id, spent=D("0.7"))
+    assert charged.lease_id == lease.lease_id
+    assert await store.release_stale(NOW + timedelta(days=1), money.finish) == 1  # the process looked dead
+    rows = await backend.query(f"SELECT state, cost FROM reservations WHERE key_id = '{key_id}'")
+    assert [(r[0], D(str(r[1]))) for r in rows] == [("released", D("0.7"))]
+    key = await store.get_key(key_id)
+    assert key is not None and key.spend_total == D("0.7") and key.reserved == D(0)
+
+
 async def test_requests_draw_in_memory_and_the_writer_charges_them(store: SQLStore) -> None:
     ws_id, key_id = await funded_key(store, D(100))
     key = await store.get_key(key_id)

@@ -308,7 +308,7 @@ class SQLStore(Store):
     async def _finish(self, reservation_id: str, cost: Decimal | None, rule: FinishRule) -> bool:
         """Settle (cost) or release (None) a held reservation; False when it was already finished."""
         async with self._tx() as tx:
-            sql = "SELECT key_id, amount, state FROM reservations WHERE id = $1" + self.lock
+            sql = "SELECT key_id, amount, state, cost FROM reservations WHERE id = $1" + self.lock
             rsv = await tx.fetchrow(sql, reservation_id)
             if rsv is None:
                 raise LookupError(f"no reservation {reservation_id}")
@@ -316,9 +316,10 @@ class SQLStore(Store):
                 return False
             books = rule(await self._books(tx, rsv["key_id"], Decimal(rsv["amount"])), cost)
             await self._write_books(tx, books)
-            await tx.execute(
+            await tx.execute(  # a released lease keeps the cost its syncs already charged
                 _update("reservations", ("state", "cost", "finished_at")),
-                reservation_id, "released" if cost is None else "settled", cost, utcnow(),
+                reservation_id, "released" if cost is None else "settled", rsv["cost"] if cost is None else cost,
+                utcnow(),
             )  # fmt: skip
         return True
 
