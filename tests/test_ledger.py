@@ -117,6 +117,8 @@ async def test_releasing_a_dead_process_s_lease_keeps_what_it_had_charged(store:
     assert [(r[0], D(str(r[1]))) for r in rows] == [("released", D("0.7"))]
     key = await store.get_key(key_id)
     assert key is not None and key.spend_total == D("0.7") and key.reserved == D(0)
+    daily = await store.update_key(key_id, limits=Limits(D(5), "daily"))  # a new period sums the reservations
+    assert daily is not None and daily.spend_period == D("0.7")
 
 
 async def test_requests_draw_in_memory_and_the_writer_charges_them(store: SQLStore) -> None:

@@ -81,7 +81,8 @@ def _update(table: str, cols: Sequence[str]) -> str:
 
 _KEY_MUTABLE = tuple(c for c in KEY_COLS if c not in _KEY_FIXED)
 _UPDATE_KEY = _update("keys", _KEY_MUTABLE)
-_SETTLED_SINCE = "SELECT cost FROM reservations WHERE key_id = $1 AND state = 'settled' AND finished_at >= $2"
+_SETTLED_SINCE = ("SELECT cost FROM reservations WHERE key_id = $1 AND state <> 'held' AND cost IS NOT NULL"
+                  " AND finished_at >= $2")  # settled, or a released lease's charges
 _LEASES = "SELECT key_id, workspace_id, amount, in_flight FROM reservations WHERE state = 'held' AND lease = TRUE"
 _LEASE_COLS = ("id", "key_id", "workspace_id", "amount", "state", "created_at", "lease", "cost", "in_flight")
 # A lease is closed and reopened (same amount, new row) this often, so that its spending lands in settled rows
