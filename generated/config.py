@@ -68,6 +68,10 @@ class LedgerSettings(BaseModel):
     """
     When a lease would cover fewer worst cases than this (the end of a budget or a balance), none is taken and each request holds its worst case in the store directly, exactly as much as it needs. Set it above `lease_requests` to turn leases off.
     """
+    heartbeat_seconds: StrictFloat = Field(5, ge=0.5, le=60.0)
+    """
+    How often each process tells the store it is alive. The leases and holds of a process that has missed three heartbeats (a SIGKILL, a crash, a machine gone) are released by any live process within one more heartbeat, so with the default a dead process's money is free again within 20 s. What such a process had charged stays charged; a live process whose holds were released while the store was away from it still charges what its requests spent when it comes back.
+    """
 
 
 class CooldownSettings(BaseModel):

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from generated.config import Config, TimeoutSettings
 from handlers import config as config_mod
 from handlers.administration.auth import KeyCache
+from handlers.errors import StoreUnavailable
 from handlers.inference.catalog import Catalog
 from handlers.inference.cooldown import Cooldowns, SharedCooldowns
 from handlers.inference.upstreams.base import Upstream
@@ -31,7 +32,8 @@ if TYPE_CHECKING:
     from handlers.observability.tracing import Tracing
 
 log = logging.getLogger("specway")
-_REAP_EVERY = 300.0  # seconds between looks for reservations a dead process left held
+_REAP_EVERY = 300.0  # seconds between looks for reservations a dead process left held (a backstop: see _beat)
+_MISSED_BEATS = 3  # heartbeats a process may miss before its holds and leases are released
 _current: contextvars.ContextVar[Gateway] = contextvars.ContextVar("specway_gateway")
 
 
@@ -59,6 +61,8 @@ class Gateway:
         self.meter = Meter(self.store, self.limiter, self.ledger)
         self.limits_fail_open = limits.on_redis_error == "open"
         self._reaper = Periodic(self._release_stale, _REAP_EVERY, "release stale reservations")
+        self._beat_every = float(config.ledger.heartbeat_seconds)
+        self._heart = Periodic(self._beat, self._beat_every, "beat and release what stopped processes hold")
         self.started_at = datetime.now(UTC).replace(microsecond=0)
         self.tracing: Tracing | None = None  # made at start when telemetry.otlp_endpoint is set
 
@@ -73,6 +77,22 @@ class Gateway:
         released = await self.store.release_stale(datetime.now(UTC) - self._stale_after(), money.finish)
         if released:
             log.warning("released %d reservation(s) left by a process that stopped without settling", released)
+
+    async def _beat(self) -> None:
+        """Say this process is alive, and free what processes that stopped beating still hold."""
+        now = datetime.now(UTC)
+        try:
+            await self.store.heartbeat(now)
+            dead_before = now - timedelta(seconds=_MISSED_BEATS * self._beat_every)
+            released = await self.store.release_orphans(dead_before, money.finish)
+        except StoreUnavailable:
+            return  # the writer reports the store's absence; the beats resume when it is back
+        if released:
+            log.warning("released %d hold(s) and lease(s) of a process that stopped beating", released)
+
+    async def _retire(self) -> None:
+        with contextlib.suppress(StoreUnavailable):  # then the others forget this process after three beats
+            await self.store.retire()
 
     @classmethod
     def from_file(cls, path: str | None = None) -> Gateway:
@@ -92,10 +112,12 @@ class Gateway:
         except BaseException:
             await self._close()  # what was opened must not keep the process alive (aiosqlite's threads would)
             raise
+        await self._beat()  # before the first hold, so none is ever without a beat behind it
         self.recorder.start()
         self._writer.start()
         self.keys.start()
         self._reaper.start()
+        self._heart.start()
 
     async def write(self, final: bool = False) -> None:
         await self.ledger.flush(final)
@@ -121,7 +143,8 @@ class Gateway:
 
     async def stop(self) -> None:
         """Flush what is pending, then close; one step failing does not keep the others from running."""
-        await self._close(self._reaper.stop, self.recorder.stop, self._drain, self.keys.stop)
+        await self._close(self._heart.stop, self._reaper.stop, self.recorder.stop, self._drain, self._retire,
+                          self.keys.stop)
 
     async def _close(self, *first: Callable[[], Awaitable[object]]) -> None:
         steps = [*first, *(up.aclose for up in self.upstreams.values()), self.limiter.aclose, self.cooldowns.aclose,

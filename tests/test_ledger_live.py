@@ -1,5 +1,6 @@
 """Money under load and faults, through real gateways (issue 15): every answered priced request is charged and
-recorded, whatever the store does meanwhile; a SIGKILL loses at most one flush interval of settlements.
+recorded, whatever the store does meanwhile; a SIGKILL loses at most one flush interval of settlements, and what the
+killed process held is freed by a live one within a few heartbeats.
 
 Time bounds here are hang checks or the documented loss bound, never measurements of speed.
 """
@@ -10,6 +11,7 @@ import asyncio
 import json
 import os
 import signal
+import sqlite3
 import threading
 import time
 from collections.abc import Iterator
@@ -83,7 +85,7 @@ def _gateway_process(tmp_path: Path, name: str) -> Iterator[tuple[Any, str, str]
         "store": {"url": f"sqlite:///{tmp_path / 'specway.db'}"},
         "upstreams": {"echo": {"kind": "echo"}},
         "models": [{"id": "acme/paid", "upstream": "echo", "name": "paid", "price": {"input": "1", "output": "1"}}],
-        "ledger": {"flush_seconds": 1},
+        "ledger": {"flush_seconds": 1, "heartbeat_seconds": 1},
     }
     path = tmp_path / "specway.yaml"
     path.write_text(yaml.safe_dump(config))
@@ -94,6 +96,14 @@ def _gateway_process(tmp_path: Path, name: str) -> Iterator[tuple[Any, str, str]
     finally:
         if proc.poll() is None:
             stop(proc)
+
+
+def _held(db: Path) -> tuple[int, Decimal]:
+    """(reservations still held, what the workspaces hold), read from the SQLite file directly."""
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT count(*) FROM reservations WHERE state = 'held'").fetchone()[0]
+        reserved = sum((Decimal(r) for (r,) in conn.execute("SELECT reserved FROM workspaces")), Decimal(0))
+    return rows, reserved
 
 
 def test_kill_9_loses_at_most_one_flush_interval_of_settlements(tmp_path: Path) -> None:
@@ -129,8 +139,16 @@ def test_kill_9_loses_at_most_one_flush_interval_of_settlements(tmp_path: Path) 
         stop_load.set()
         for t in threads:
             t.join(30)
+    db = tmp_path / "specway.db"
+    assert _held(db) != (0, Decimal(0))  # the dead process's lease
     with _gateway_process(tmp_path, "second") as (_, url, _admin):
         spent = Decimal(httpx.get(f"{url}/v1/key", headers=headers).json()["spend"]["total"])
+        # The live process frees what the dead one held once it has missed three heartbeats (a hang bound: 30 s).
+        deadline = time.monotonic() + 30
+        while _held(db) != (0, Decimal(0)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _held(db) == (0, Decimal(0))
+        assert Decimal(httpx.get(f"{url}/v1/key", headers=headers).json()["spend"]["total"]) == spent  # kept
     charged = spent / one
     assert charged == int(charged)
     answered = 1 + len(answered_at)

@@ -53,11 +53,16 @@ async def test_reserve_settle_release_exact(store: Store) -> None:
     await store.finish(first, None, money.finish)
     await store.finish(second, None, money.finish)
     await store.finish(second, None, money.finish)
-    await store.finish(second, D(1), money.finish)
     key, ws = await store.get_key(key_id), await store.get_workspace(ws_id)
     assert key is not None and ws is not None
     assert (key.reserved, key.spend_total, key.spend_period) == (D(0), D("0.07"), D("0.07"))
     assert (ws.reserved, ws.spend_total, ws.credit) == (D(0), D("0.07"), D("9.93"))
+    await store.finish(second, D(1), money.finish)  # released, then spent after all (test_release_stale): charged
+    await store.finish(second, D(1), money.finish)  # once
+    key, ws = await store.get_key(key_id), await store.get_workspace(ws_id)
+    assert key is not None and ws is not None
+    assert (key.reserved, key.spend_total, key.spend_period) == (D(0), D("1.07"), D("1.07"))
+    assert (ws.reserved, ws.spend_total, ws.credit) == (D(0), D("1.07"), D("8.93"))
     with pytest.raises(LookupError):
         await store.finish("rsv_missing", D(1), money.finish)
     with pytest.raises(LookupError):
@@ -144,10 +149,40 @@ async def test_release_stale(store: SQLStore) -> None:
     fresh = await store.reserve(key_id, D("0.25"), NOW, money.hold)
     assert await store.release_stale(NOW - timedelta(hours=1), money.finish) == 1
     assert await store.release_stale(NOW - timedelta(hours=1), money.finish) == 0
-    await store.finish(old, D(1), money.finish)  # already released: no effect
+    await store.finish(old, None, money.finish)  # already released: no effect
     await store.finish(fresh, D("0.25"), money.finish)
     ws = await store.get_workspace(ws_id)
     assert ws is not None and (ws.credit, ws.reserved) == (D("0.75"), D(0))
+    await store.finish(old, D("0.50"), money.finish)  # its process was alive after all: what it spent is charged
+    await store.finish(old, D("0.50"), money.finish)  # once
+    ws = await store.get_workspace(ws_id)
+    assert ws is not None and (ws.credit, ws.reserved, ws.spend_total) == (D("0.25"), D(0), D("0.75"))
+
+
+async def test_holds_of_a_process_that_stopped_beating_are_released_by_a_live_one(backend: Backend) -> None:
+    dead, live = backend.new_store(), backend.new_store()
+    await dead.open()
+    await live.open()
+    try:
+        assert dead.owner != live.owner
+        ws_id, key_id = await funded_key(dead, D(10))
+        await dead.heartbeat(NOW - timedelta(seconds=30))
+        await live.heartbeat(NOW)
+        orphan = await dead.reserve(key_id, D(2), NOW - timedelta(seconds=40), money.hold)
+        await live.reserve(key_id, D(1), NOW - timedelta(seconds=40), money.hold)  # alive: kept
+        assert await dead.release_orphans(NOW - timedelta(seconds=15), money.finish) == 0  # never its own
+        assert await live.release_orphans(NOW - timedelta(minutes=1), money.finish) == 0  # it beat since
+        assert await live.release_orphans(NOW - timedelta(seconds=15), money.finish) == 1
+        ws = await live.get_workspace(ws_id)
+        assert ws is not None and (ws.credit, ws.reserved) == (D(10), D(1))
+        rows = await backend.query(f"SELECT state FROM reservations WHERE id = '{orphan}'")
+        assert rows == [("released",)]
+        assert [r[0] for r in await backend.query("SELECT id FROM owners")] == [live.owner]  # the dead one forgotten
+        await live.retire()
+        assert await backend.query("SELECT id FROM owners") == []
+    finally:
+        await dead.close()
+        await live.close()
 
 
 # concurrency: never overspend, whoever asks at the same time

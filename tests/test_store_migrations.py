@@ -95,8 +95,9 @@ async def test_migrations_upgrade_and_keep_rows(backend: Backend) -> None:
     stores = [backend.new_store() for _ in range(3)]
     try:
         await _open_together(stores)  # three workers starting at once
-        assert sorted(s.migrated for s in stores) == [(), (), (2, 3, 4)]
-        assert [r[0] for r in await backend.query("SELECT version FROM schema_version ORDER BY version")] == [1, 2, 3, 4]
+        assert sorted(s.migrated for s in stores) == [(), (), (2, 3, 4, 5)]
+        versions = await backend.query("SELECT version FROM schema_version ORDER BY version")
+        assert [r[0] for r in versions] == [1, 2, 3, 4, 5]
         ws = await stores[0].get_workspace("ws_00000000000000aa")
         assert ws is not None and ws.credit == D("7.25") and ws.created_at == datetime(2024, 1, 1, tzinfo=UTC)
         key = await stores[1].key_by_secret("sk-sw-old")
@@ -112,7 +113,7 @@ async def test_fresh_databases_migrate_once_under_concurrent_opens(backend: Back
     stores = [backend.new_store() for _ in range(3)]
     try:
         await _open_together(stores)
-        assert sorted(s.migrated for s in stores) == [(), (), (1, 2, 3, 4)]
+        assert sorted(s.migrated for s in stores) == [(), (), (1, 2, 3, 4, 5)]
         await stores[0].ping()
     finally:
         for s in stores:

@@ -7,6 +7,7 @@ Money is Decimal everywhere; secrets are never stored, only their SHA-256.
 from __future__ import annotations
 
 import abc
+import functools
 import hashlib
 import logging
 import secrets
@@ -234,6 +235,25 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def release_stale(self, older_than: datetime, rule: FinishRule) -> int:
         """Release holds made before `older_than` and never settled (their process died); return how many."""
+
+    # owners: every hold and lease carries the id of the process that took it (`owner`), which beats while alive
+    @functools.cached_property
+    def owner(self) -> str:
+        """This process's id on the holds and leases it takes."""
+        return "own_" + secrets.token_hex(12)
+
+    @abc.abstractmethod
+    async def heartbeat(self, now: datetime) -> None:
+        """Say that this process (`owner`) is alive at `now`."""
+
+    @abc.abstractmethod
+    async def release_orphans(self, dead_before: datetime, rule: FinishRule) -> int:
+        """Release the holds and leases of other processes whose last heartbeat is older than `dead_before` (taken
+        before it), and forget such processes once nothing of theirs is held; return how many were released."""
+
+    @abc.abstractmethod
+    async def retire(self) -> None:
+        """Forget this process's heartbeat (at shutdown, once its leases are given back)."""
 
     # decision records (written in batches by the recorder)
     @abc.abstractmethod

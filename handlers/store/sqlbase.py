@@ -84,7 +84,14 @@ _UPDATE_KEY = _update("keys", _KEY_MUTABLE)
 _SETTLED_SINCE = ("SELECT cost FROM reservations WHERE key_id = $1 AND state <> 'held' AND cost IS NOT NULL"
                   " AND finished_at >= $2")  # settled, or a released lease's charges
 _LEASES = "SELECT key_id, workspace_id, amount, in_flight FROM reservations WHERE state = 'held' AND lease = TRUE"
-_LEASE_COLS = ("id", "key_id", "workspace_id", "amount", "state", "created_at", "lease", "cost", "in_flight")
+_LEASE_COLS = ("id", "key_id", "workspace_id", "amount", "state", "created_at", "lease", "cost", "in_flight", "owner")
+_BEAT = ("INSERT INTO owners (id, heartbeat_at) VALUES ($1, $2)"
+         " ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at")
+# Held rows of other processes that stopped beating (or whose beat is gone), taken before they stopped.
+_ORPHANS = ("SELECT r.id FROM reservations r LEFT JOIN owners o ON o.id = r.owner WHERE r.state = 'held'"
+            " AND r.owner IS NOT NULL AND r.owner <> $2 AND (o.id IS NULL OR o.heartbeat_at < $1) AND r.created_at < $1")
+_FORGET = ("DELETE FROM owners WHERE heartbeat_at < $1 AND id <> $2 AND NOT EXISTS"
+           " (SELECT 1 FROM reservations r WHERE r.owner = owners.id AND r.state = 'held')")
 # A lease is closed and reopened (same amount, new row) this often, so that its spending lands in settled rows
 # (what a budget period's change sums) and no live lease ever looks like one a dead process left.
 LEASE_ROTATE = timedelta(seconds=60)
@@ -288,8 +295,8 @@ class SQLStore(Store):
                 raise
             await self._write_books(tx, books)
             await tx.execute(
-                _insert("reservations", ("id", "key_id", "workspace_id", "amount", "state", "created_at")),
-                reservation_id, key_id, books.workspace.id, books.held, "held", now,
+                _insert("reservations", ("id", "key_id", "workspace_id", "amount", "state", "created_at", "owner")),
+                reservation_id, key_id, books.workspace.id, books.held, "held", now, self.owner,
             )  # fmt: skip
         return reservation_id
 
@@ -307,15 +314,18 @@ class SQLStore(Store):
         return sum([await self._finish(row["id"], None, rule) for row in rows])
 
     async def _finish(self, reservation_id: str, cost: Decimal | None, rule: FinishRule) -> bool:
-        """Settle (cost) or release (None) a held reservation; False when it was already finished."""
+        """Settle (cost) or release (None) a held reservation; False when it was already finished. A hold released
+        meanwhile as a dead process's (its process was cut off from the store) is still charged its cost."""
         async with self._tx() as tx:
             sql = "SELECT key_id, amount, state, cost FROM reservations WHERE id = $1" + self.lock
             rsv = await tx.fetchrow(sql, reservation_id)
             if rsv is None:
                 raise LookupError(f"no reservation {reservation_id}")
-            if rsv["state"] != "held":
+            state = rsv["state"]
+            if state == "settled" or (state == "released" and cost is None):
                 return False
-            books = rule(await self._books(tx, rsv["key_id"], Decimal(rsv["amount"])), cost)
+            held = Decimal(rsv["amount"]) if state == "held" else Decimal(0)
+            books = rule(await self._books(tx, rsv["key_id"], held), cost)
             await self._write_books(tx, books)
             await tx.execute(  # a released lease keeps the cost its syncs already charged
                 _update("reservations", ("state", "cost", "finished_at")),
@@ -337,6 +347,22 @@ class SQLStore(Store):
             lease_id = await self._write_lease(tx, report, row, books, now)
         return LeaseGrant(lease_id, books.held, useful)
 
+    async def heartbeat(self, now: datetime) -> None:
+        async with self._tx() as tx:
+            await tx.execute(_BEAT, self.owner, utc(now))
+
+    async def release_orphans(self, dead_before: datetime, rule: FinishRule) -> int:
+        dead_before = utc(dead_before)
+        rows = await self._all(_ORPHANS, dead_before, self.owner)
+        released = sum([await self._finish(row["id"], None, rule) for row in rows])
+        async with self._tx() as tx:
+            await tx.execute(_FORGET, dead_before, self.owner)
+        return released
+
+    async def retire(self) -> None:
+        async with self._tx() as tx:
+            await tx.execute("DELETE FROM owners WHERE id = $1", self.owner)
+
     async def _write_lease(self, tx: Conn, report: LeaseReport, row: Any, books: Books, now: datetime) -> str | None:
         """The lease's rows after a sync that left it holding `books.held`; returns its id (None: no lease)."""
         lease_id, amount, key_id, ws_id = report.lease_id, books.held, report.key_id, books.workspace.id
@@ -353,11 +379,12 @@ class SQLStore(Store):
         elif report.spent:  # its row was released as a dead process's (a store away for longer than a request
             # may live): what its requests spent still counts, in a row of its own
             await tx.execute(_insert("reservations", (*_LEASE_COLS, "finished_at")), new_id("rsv_", 12), key_id,
-                             ws_id, Decimal(0), "settled", now, True, report.spent, Decimal(0), now)
+                             ws_id, Decimal(0), "settled", now, True, report.spent, Decimal(0), self.owner, now)
         if lease_id is None and amount > 0:
             lease_id = new_id("rsv_", 12)
             await tx.execute(_insert("reservations", _LEASE_COLS),
-                             lease_id, key_id, ws_id, amount, "held", now, True, Decimal(0), report.in_flight)
+                             lease_id, key_id, ws_id, amount, "held", now, True, Decimal(0), report.in_flight,
+                             self.owner)
         return lease_id
 
     # decision records
