@@ -50,9 +50,10 @@ class Gateway:
         self.keys = KeyCache(self.store, ttl=float(config.server.key_cache_seconds))
         self.recorder = Recorder(self.store, float(config.decisions.retention_days))
         self.ledger = Ledger(self.store, config.ledger)
-        # The one writer of settlements and decision records (money first: a record in the store is charged).
+        # The one writer of settlements and decision records: each lease's charge with its records, then the rest.
         self._writer = Periodic(self.write, self.ledger.flush_seconds, "write settlements and decision records")
         self.ledger.wake = self.recorder.wake = self._writer.wake
+        self.ledger.records = self.recorder  # a lease's sync writes the records of what it charges
         cd, limits = config.cooldown, config.limits
         breaker = (cd.failures, float(cd.window_seconds), float(cd.seconds))
         self.cooldowns = SharedCooldowns(limits.redis_url, *breaker) if limits.redis_url else Cooldowns(*breaker)

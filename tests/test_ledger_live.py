@@ -106,30 +106,41 @@ def _held(db: Path) -> tuple[int, Decimal]:
     return rows, reserved
 
 
-def test_kill_9_loses_at_most_one_flush_interval_of_settlements(tmp_path: Path) -> None:
+def _books(db: Path, key_id: str) -> tuple[Decimal, set[str], Decimal, Decimal]:
+    """(the key's spend, its decision records' ids, their costs' sum, its usage rollups' cost), from the file."""
+    with sqlite3.connect(db) as conn:
+        spend = Decimal(conn.execute("SELECT spend_total FROM keys WHERE id = ?", (key_id,)).fetchone()[0])
+        records = [json.loads(r) for (r,) in conn.execute("SELECT record FROM decisions WHERE key_id = ?", (key_id,))]
+        usage = sum((Decimal(c) for (c,) in conn.execute("SELECT cost FROM usage_hourly WHERE key_id = ?", (key_id,))),
+                    Decimal(0))
+    return spend, {r["id"] for r in records}, sum((Decimal(r["cost"]) for r in records), Decimal(0)), usage
+
+
+def test_kill_9_loses_the_same_requests_from_spend_records_and_usage(tmp_path: Path) -> None:
+    """Whole requests and streams under load, the worker killed: spend = the records' costs = usage, every request
+    answered more than one flush interval before the kill is in all three, and what the dead worker held is freed."""
     flush = 1.0
     with _gateway_process(tmp_path, "first") as (proc, url, admin):
         key = make_key(url, admin, "1000")
         headers = {"Authorization": f"Bearer {key}"}
+        key_id = httpx.get(f"{url}/v1/key", headers=headers).json()["id"]
         body = {"messages": [{"role": "user", "content": "the same words every time"}], "max_tokens": 16,
                 "model": "acme/paid"}
-        with httpx.Client(base_url=url, headers=headers, timeout=30) as c:
-            assert c.post("/v1/chat/completions", json=body).status_code == 200
-            one = Decimal(c.get("/v1/key").json()["spend"]["total"])  # what one request costs (GET flushes)
-            assert one > 0
-        answered_at: list[float] = []
+        answered: list[tuple[float, str]] = []  # (when, decision id)
         stop_load = threading.Event()
 
-        def load() -> None:
+        def load(stream: bool) -> None:
+            sent = {**body, "stream": True} if stream else body
             with httpx.Client(base_url=url, headers=headers, timeout=30) as c:
                 while not stop_load.is_set():
                     try:
-                        if c.post("/v1/chat/completions", json=body).status_code == 200:
-                            answered_at.append(time.monotonic())
+                        r = c.post("/v1/chat/completions", json=sent)
+                        if r.status_code == 200 and (not stream or r.text.rstrip().endswith("data: [DONE]")):
+                            answered.append((time.monotonic(), r.headers["x-specway-decision-id"]))
                     except httpx.HTTPError:
                         return  # the process is gone
 
-        threads = [threading.Thread(target=load) for _ in range(4)]
+        threads = [threading.Thread(target=load, args=(i % 2 == 1,)) for i in range(4)]
         for t in threads:
             t.start()
         time.sleep(3)
@@ -141,18 +152,17 @@ def test_kill_9_loses_at_most_one_flush_interval_of_settlements(tmp_path: Path) 
             t.join(30)
     db = tmp_path / "specway.db"
     assert _held(db) != (0, Decimal(0))  # the dead process's lease
+    spend, recorded, costs, usage = _books(db, key_id)
+    assert spend == costs == usage > 0  # the books agree: what was lost is lost from all three alike
+    assert recorded <= {i for _, i in answered}
+    # Every answer older than one flush interval (and the writer's own transaction) was written before the kill.
+    assert {i for at, i in answered if at < killed_at - flush - 0.5} <= recorded
+    assert len(answered) > 20
     with _gateway_process(tmp_path, "second") as (_, url, _admin):
-        spent = Decimal(httpx.get(f"{url}/v1/key", headers=headers).json()["spend"]["total"])
         # The live process frees what the dead one held once it has missed three heartbeats (a hang bound: 30 s).
         deadline = time.monotonic() + 30
         while _held(db) != (0, Decimal(0)) and time.monotonic() < deadline:
             time.sleep(0.2)
         assert _held(db) == (0, Decimal(0))
-        assert Decimal(httpx.get(f"{url}/v1/key", headers=headers).json()["spend"]["total"]) == spent  # kept
-    charged = spent / one
-    assert charged == int(charged)
-    answered = 1 + len(answered_at)
-    # Every answer older than one flush interval (and the writer's own transaction) was written before the kill.
-    settled_before = 1 + sum(at < killed_at - flush - 0.5 for at in answered_at)
-    assert len(answered_at) > 20
-    assert settled_before <= charged <= answered, (settled_before, charged, answered)
+        assert Decimal(httpx.get(f"{url}/v1/key", headers=headers).json()["spend"]["total"]) == spend  # kept
+    assert _books(db, key_id) == (spend, recorded, costs, usage)

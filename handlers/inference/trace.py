@@ -38,6 +38,7 @@ class Trace:
     cost: str | None = None
     omitted_tools: list[str] = field(default_factory=list)  # hosted tools the answering upstream was not offered
     left_out: list[str] = field(default_factory=list)  # what it was not sent, in words, for the decision record
+    paid_by: object | None = None  # the lease its cost was settled into: the record is written with that charge
     started: float = field(default_factory=time.perf_counter)
 
     def attempted(self, model: Model, started: float, status: int | None, failure: FailureKind | None = None,

@@ -11,7 +11,9 @@ balance goes to whoever asks: when that share is less than `minimum` worst cases
 directly in the store one by one (exact, the old path), and a lease already held is given back once nothing draws
 on it. A lease no request drew on for a while is given back too.
 
-What a crash loses: the spending of one flush interval (kill -9); the lease itself is released by the reaper.
+What a crash loses: the spending of one flush interval (kill -9), and the records of the same requests: a lease's
+sync writes the records of what it charges in the same transaction. The lease itself is released by a live process
+once the dead one has missed its heartbeats (gateway.py).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
 from functools import partial
+from typing import Any, Protocol
 
 from generated.config import LedgerSettings
 from handlers.errors import StoreUnavailable
@@ -58,6 +61,12 @@ class Lease:
         return True
 
 
+class PaidRecords(Protocol):
+    def paid(self, lease: object) -> list[dict[str, Any]]: ...
+
+    def written(self, lease: object, ids: list[str]) -> None: ...
+
+
 class Ledger:
     def __init__(self, store: Store, settings: LedgerSettings | None = None) -> None:
         settings = settings or LedgerSettings()
@@ -70,6 +79,7 @@ class Ledger:
         self._settlements: dict[str, Decimal | None] = {}  # direct holds whose settlement waits for the store
         self._outage = Outage("settlements", "what was spent stays in memory and is written when it is back", log)
         self.wake = lambda: None  # the writer's, set by the gateway: a lease runs low
+        self.records: PaidRecords | None = None  # the recorder, set by the gateway: each sync writes its records
 
     # the request's path
     async def draw(self, key: Key, worst: Decimal) -> Lease | None:
@@ -150,13 +160,17 @@ class Ledger:
     async def _sync(self, lease: Lease, reopen: bool = False) -> None:
         """Under the lease's lock; `reopen` for a request that wants to draw. A failure leaves the lease as it
         was: what was spent stays to be written."""
-        spent = lease.spent
+        # What its requests spent and their records, taken together (a settle and its record come with no await
+        # between them): one transaction charges the one and writes the other.
+        spent, records = lease.spent, self.records.paid(lease) if self.records is not None else []
         wanted = lease.open or reopen  # else it is being given back: it keeps only what its requests hold
         size = money.LeaseSize(unit=lease.unit, requests=self._requests if wanted else 0, minimum=self._minimum,
                                share=self._share, grow_only=lease.open)
         report = LeaseReport(lease_id=lease.id, key_id=lease.key_id, spent=spent, in_flight=lease.in_flight)
-        grant = await self.store.sync_lease(report, datetime.now(UTC), partial(money.sync_lease, size))
+        grant = await self.store.sync_lease(report, datetime.now(UTC), partial(money.sync_lease, size), records)
         lease.spent -= spent
+        if records and self.records is not None:
+            self.records.written(lease, [r["id"] for r in records])
         lease.id, lease.amount = grant.lease_id, grant.amount
         lease.open = grant.useful and (lease.open or reopen)
         if not grant.useful:

@@ -153,13 +153,18 @@ class Meter:
         if hold.done:
             return
         hold.done = True
-        if hold.lease is not None:
+        unused = hold.token_charge - used_tokens
+        try:
+            if unused > 0:
+                await self.limiter.refund(f"{hold.key.id}:tokens", hold.key.limits.tpm or 0, unused)
+        finally:
+            await self._pay(hold, cost)
+
+    async def _pay(self, hold: Hold, cost: Decimal | None) -> None:
+        if hold.lease is not None:  # last, with no await after it: the request's record follows it at once
             self.ledger.settle(hold.lease, hold.held, cost)
         elif hold.reservation is not None:  # a free model's cost is 0 and nothing was held
             try:
                 await self.store.finish(hold.reservation, cost, money.finish)
             except StoreUnavailable:
                 self.ledger.later(hold.reservation, cost)  # never lost: written when the store is back
-        unused = hold.token_charge - used_tokens
-        if unused > 0:
-            await self.limiter.refund(f"{hold.key.id}:tokens", hold.key.limits.tpm or 0, unused)

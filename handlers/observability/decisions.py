@@ -1,5 +1,7 @@
 """Decision records: rendered from a request's Plan and Trace, kept pending here and written off the hot path in
-batches by the gateway's one writer (with the settlements), and flushed at shutdown (nothing is lost)."""
+batches by the gateway's one writer, and flushed at shutdown (nothing is lost). A record whose cost was settled into
+a lease is written by the ledger in the transaction that charges it (Recorder.paid), so spend, records and usage
+agree whatever happens to the process."""
 
 from __future__ import annotations
 
@@ -68,6 +70,8 @@ class Recorder:
         self._store = store
         self._retention = timedelta(days=retention_days)
         self._pending: dict[str, tuple[Plan, Trace, str]] = {}  # what each record is made of, by id
+        # The pending records whose cost a lease holds, by lease: the ledger writes them with the lease's charge.
+        self._paid: dict[object, dict[str, None]] = {}
         self._uncounted: set[str] = set()  # pending records that are no inference (token counts): not in usage
         self._flushing = asyncio.Lock()
         self.wake = lambda: None  # the writer's, set by the gateway: a full batch is waiting
@@ -77,6 +81,8 @@ class Recorder:
     def add(self, plan: Plan, trace: Trace, *, note: str = "", counted: bool = True) -> None:
         """A request is over: its record is made and written by the writer."""
         self._pending[plan.id] = plan, trace, note
+        if trace.paid_by is not None:
+            self._paid.setdefault(trace.paid_by, {})[plan.id] = None
         if not counted:
             self._uncounted.add(plan.id)
         if len(self._pending) >= _BATCH:
@@ -96,6 +102,20 @@ class Recorder:
     def unwritten(self) -> int:
         return len(self._pending)
 
+    def paid(self, lease: object) -> list[dict[str, Any]]:
+        """The pending records whose cost `lease` holds, as stored: its sync writes them with that charge."""
+        ids = self._paid.get(lease)
+        return [record(*self._pending[i]).model_dump() for i in ids] if ids else []
+
+    def written(self, lease: object, ids: list[str]) -> None:
+        """A sync of `lease` wrote these records of it."""
+        paid = self._paid.get(lease, {})
+        for i in ids:
+            self._pending.pop(i, None)
+            paid.pop(i, None)
+        if not paid:
+            self._paid.pop(lease, None)
+
     async def flush(self) -> None:
         """Write what is pending. While the store is away (StoreUnavailable) everything stays pending and is
         retried at the next flush, with one warning per outage rather than one per flush. One flush at a time."""
@@ -103,8 +123,11 @@ class Recorder:
             await self._flush()
 
     async def _flush(self) -> None:
-        while self._pending:
-            batch = [record(*made).model_dump() for made in list(self._pending.values())[:_BATCH]]
+        while True:  # the records a lease paid are the ledger's to write, with its charge
+            unpaid = [made for made in self._pending.values() if made[1].paid_by is None][:_BATCH]
+            if not unpaid:
+                return
+            batch = [record(*made).model_dump() for made in unpaid]
             try:
                 await self._store.save_decisions(batch, self._uncounted_of(batch))
             except StoreUnavailable as away:

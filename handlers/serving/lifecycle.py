@@ -116,8 +116,11 @@ class Lifecycle:
         trace = self.trace
         charge = None
         if self.hold is not None:
+            # No await from the charge on the lease to the record (done): the writer takes both or neither
             charge = await self.gw.meter.settle(self.hold, model, usage, output_chars)
             trace.usage, trace.cost, trace.usage_estimated = charge.usage, str(charge.cost), charge.estimated
+            if self.hold.lease is not None and charge.cost:
+                trace.paid_by = self.hold.lease
         if trace.outcome == "pending":  # a stream has said how it ended
             trace.outcome = "ok"
         self.done()

@@ -11,7 +11,7 @@ import functools
 import hashlib
 import logging
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
@@ -229,8 +229,10 @@ class Store(abc.ABC):
         """Settle a hold to its real cost, or release it without spending (None). Idempotent."""
 
     @abc.abstractmethod
-    async def sync_lease(self, report: LeaseReport, now: datetime, rule: LeaseRule) -> LeaseGrant:
-        """Charge a lease's spending and resize it as `rule` decides, in one transaction."""
+    async def sync_lease(self, report: LeaseReport, now: datetime, rule: LeaseRule,
+                         records: Sequence[dict[str, Any]] = ()) -> LeaseGrant:
+        """Charge a lease's spending and resize it as `rule` decides, and save the decision records of what it
+        charges (as save_decisions does), in one transaction."""
 
     @abc.abstractmethod
     async def release_stale(self, older_than: datetime, rule: FinishRule) -> int:

@@ -85,6 +85,9 @@ _SETTLED_SINCE = ("SELECT cost FROM reservations WHERE key_id = $1 AND state <> 
                   " AND finished_at >= $2")  # settled, or a released lease's charges
 _LEASES = "SELECT key_id, workspace_id, amount, in_flight FROM reservations WHERE state = 'held' AND lease = TRUE"
 _LEASE_COLS = ("id", "key_id", "workspace_id", "amount", "state", "created_at", "lease", "cost", "in_flight", "owner")
+_DECISION_COLS = ("id", "created_at", "workspace_id", "key_id", "record")
+_SAVE_DECISION = (f"{_insert('decisions', _DECISION_COLS)} ON CONFLICT (id) DO UPDATE SET "
+                  + ", ".join(f"{col} = excluded.{col}" for col in _DECISION_COLS[1:]))
 _BEAT = ("INSERT INTO owners (id, heartbeat_at) VALUES ($1, $2)"
          " ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at")
 # Held rows of other processes that stopped beating (or whose beat is gone), taken before they stopped.
@@ -334,9 +337,12 @@ class SQLStore(Store):
             )  # fmt: skip
         return True
 
-    async def sync_lease(self, report: LeaseReport, now: datetime, rule: LeaseRule) -> LeaseGrant:
+    async def sync_lease(self, report: LeaseReport, now: datetime, rule: LeaseRule,
+                         records: Sequence[dict[str, Any]] = ()) -> LeaseGrant:
         now = utc(now)
         async with self._tx() as tx:
+            if records and self.usage_lock:  # first, as save_decisions takes it: no two orders of locks
+                await tx.execute(self.usage_lock)
             row = None
             if report.lease_id is not None:
                 sql = "SELECT amount, state, cost, created_at FROM reservations WHERE id = $1" + self.lock
@@ -345,6 +351,8 @@ class SQLStore(Store):
             books, useful = rule(await self._books(tx, report.key_id, held), report, now)
             await self._write_books(tx, books)
             lease_id = await self._write_lease(tx, report, row, books, now)
+            if records:
+                await self._save_decisions(tx, records, frozenset())
         return LeaseGrant(lease_id, books.held, useful)
 
     async def heartbeat(self, now: datetime) -> None:
@@ -393,19 +401,20 @@ class SQLStore(Store):
         to the hourly usage rollups (unless its id is `uncounted`), in the same transaction."""
         if not records:
             return
-        cols = ("id", "created_at", "workspace_id", "key_id", "record")
-        replace_all = ", ".join(f"{col} = excluded.{col}" for col in cols[1:])
-        sql = f"{_insert('decisions', cols)} ON CONFLICT (id) DO UPDATE SET {replace_all}"
-        rows = [to_decision(r) for r in records]
         async with self._tx() as tx:
             if self.usage_lock:  # before reading which records exist: another writer's may not be committed yet
                 await tx.execute(self.usage_lock)
-            ids = [r[0] for r in rows]
-            seen = {r["id"] for r in await tx.fetch(f"SELECT id FROM decisions WHERE id IN ({_marks(ids)})", *ids)}
-            await tx.executemany(sql, rows)
-            added = usage.rollup([r for r in records if r["id"] not in seen and r["id"] not in uncounted])
-            if added:
-                await self._add_usage(tx, added)
+            await self._save_decisions(tx, records, uncounted)
+
+    async def _save_decisions(self, tx: Conn, records: Sequence[dict[str, Any]], uncounted: frozenset[str]) -> None:
+        """Under `usage_lock`: the records upserted, those new here added to the usage rollups (but `uncounted`)."""
+        rows = [to_decision(r) for r in records]
+        ids = [r[0] for r in rows]
+        seen = {r["id"] for r in await tx.fetch(f"SELECT id FROM decisions WHERE id IN ({_marks(ids)})", *ids)}
+        await tx.executemany(_SAVE_DECISION, rows)
+        added = usage.rollup([r for r in records if r["id"] not in seen and r["id"] not in uncounted])
+        if added:
+            await self._add_usage(tx, added)
 
     async def _add_usage(self, tx: Conn, added: dict[usage.Group, usage.Counts]) -> None:
         """Add to the rollups; the caller holds `usage_lock` (each writer adds to what it read)."""
