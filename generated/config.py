@@ -46,7 +46,7 @@ class TelemetrySettings(BaseModel):
 
 class LedgerSettings(BaseModel):
     """
-    Each process holds **leases** on part of a key's budget and its workspace's credit, and its priced requests draw on them in memory. One writer syncs every lease each `flush_seconds` (charging what was spent, resizing it) together with the decision records. A process killed with SIGKILL loses at most the last `flush_seconds` of spending; SIGTERM writes everything.
+    Each process holds **leases** on part of a key's budget and its workspace's credit, and its priced requests draw on them in memory. One writer syncs every lease each `flush_seconds` (charging what was spent, resizing it) in one transaction with the decision records of what it charges, so spend, records and usage always agree. A process killed with SIGKILL loses at most the requests of its last `flush_seconds`, from all three alike; SIGTERM writes everything.
     """
 
     model_config = ConfigDict(
@@ -54,7 +54,7 @@ class LedgerSettings(BaseModel):
     )
     flush_seconds: StrictFloat = Field(1, gt=0.0, le=60.0)
     """
-    How often settlements and decision records are written; the most a SIGKILL can lose.
+    How often settlements and decision records are written; the most a SIGKILL can lose (the requests answered in the last interval, neither charged nor recorded).
     """
     lease_share: StrictFloat = Field(0.25, gt=0.0, le=1.0)
     """
