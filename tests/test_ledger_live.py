@@ -28,6 +28,7 @@ import yaml
 from tests.conftest import free_port, fresh_postgres, spawn, stop
 from tests.fake_upstream import FakeUpstream
 from tests.test_metering import BODY, gateway_config, held, key_info, make_key, two_gateways
+from tests.test_operations import scrape
 
 STREAM = {**BODY, "stream": True, "stream_options": {"include_usage": True}}
 
@@ -69,6 +70,9 @@ def test_a_thousand_concurrent_priced_streams_are_all_charged_and_recorded(fake:
             results = asyncio.run(_streams(urls, key, 1000, fake))  # every stream is in flight at once
             assert [(status, done) for status, _, done in results] == [(200, True)] * 1000
             ids = [decision for _, decision, _ in results]
+            on_store = sum(scrape(u, "specway_holds_total", on="store") for u in urls)
+            assert sum(scrape(u, "specway_holds_total", on="lease") for u in urls) + on_store == 1000
+            assert on_store < 50  # the burst drew on leases: under 5 % held in the store one by one
         # Both gateways stopped (SIGTERM): every settlement and record is written, every lease given back.
         with two_gateways(gateway_config(fake, url), tmp_path) as (urls, _):
             info = key_info(urls[0], key)

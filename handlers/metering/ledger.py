@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -48,6 +49,7 @@ class Lease:
     unit: Decimal = Decimal(0)  # the largest worst case drawn: what the lease is sized in
     drawn_at: float = field(default_factory=time.monotonic)  # when a request last drew on it
     retry_at: float = 0.0  # monotonic: no use asking the store for a lease before then
+    waiting: int = 0  # requests waiting for it to be synced: a burst, which the sync sizes it for
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     def free(self) -> Decimal:
@@ -93,16 +95,20 @@ class Ledger:
             return lease
         if time.monotonic() < lease.retry_at:
             return None
-        async with lease.lock:
-            if lease.draw(worst):
-                return lease
-            lease.unit, lease.drawn_at = max(lease.unit, worst), time.monotonic()
-            try:
-                await self._sync(lease, reopen=True)
-            except StoreUnavailable:
-                lease.retry_at = time.monotonic() + self.flush_seconds
-                return None
-            return lease if lease.draw(worst) else None
+        lease.waiting += 1
+        try:
+            async with lease.lock:
+                if lease.draw(worst):
+                    return lease
+                lease.unit, lease.drawn_at = max(lease.unit, worst), time.monotonic()
+                try:
+                    await self._sync(lease, reopen=True)
+                except StoreUnavailable:
+                    lease.retry_at = time.monotonic() + self.flush_seconds
+                    return None
+                return lease if lease.draw(worst) else None
+        finally:
+            lease.waiting -= 1
 
     def settle(self, lease: Lease, held: Decimal, cost: Decimal | None) -> None:
         """A request that drew `held` finished: it spent `cost` (None: nothing)."""
@@ -157,6 +163,13 @@ class Ledger:
         """What a stop now would lose: the spending not yet in the store, and settlements waiting for it."""
         return sum((lease.spent for lease in self._leases.values()), Decimal(0)), len(self._settlements)
 
+    def _requests_for(self, lease: Lease) -> int:
+        """How many worst cases a lease should hold: `lease_requests`, or twice what is drawn on it and waiting for
+        it when a burst needs more (the share rule still bounds it), so that a burst draws on leases, not the store."""
+        if not lease.unit:
+            return self._requests
+        return max(self._requests, 2 * (math.ceil(lease.in_flight / lease.unit) + lease.waiting))
+
     async def _sync(self, lease: Lease, reopen: bool = False) -> None:
         """Under the lease's lock; `reopen` for a request that wants to draw. A failure leaves the lease as it
         was: what was spent stays to be written."""
@@ -164,8 +177,8 @@ class Ledger:
         # between them): one transaction charges the one and writes the other.
         spent, records = lease.spent, self.records.paid(lease) if self.records is not None else []
         wanted = lease.open or reopen  # else it is being given back: it keeps only what its requests hold
-        size = money.LeaseSize(unit=lease.unit, requests=self._requests if wanted else 0, minimum=self._minimum,
-                               share=self._share, grow_only=lease.open)
+        size = money.LeaseSize(unit=lease.unit, requests=self._requests_for(lease) if wanted else 0,
+                               minimum=self._minimum, share=self._share, grow_only=lease.open)
         report = LeaseReport(lease_id=lease.id, key_id=lease.key_id, spent=spent, in_flight=lease.in_flight)
         grant = await self.store.sync_lease(report, datetime.now(UTC), partial(money.sync_lease, size), records)
         lease.spent -= spent

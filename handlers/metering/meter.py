@@ -22,6 +22,7 @@ from handlers.inference.catalog import Model
 from handlers.metering import money, ratelimit
 from handlers.metering.ledger import Lease, Ledger
 from handlers.metering.ratelimit import Limiter, Verdict
+from handlers.observability import metrics
 from handlers.store.base import Key, Refused, Store
 
 
@@ -95,7 +96,9 @@ class Meter:
         if worst == 0:
             return Hold(key, None, inp, charge, headers)
         if lease := await self.ledger.draw(key, worst):
+            metrics.HOLDS.labels("lease").inc()
             return Hold(key, None, inp, charge, headers, lease=lease, held=worst)
+        metrics.HOLDS.labels("store").inc()
         try:
             reservation = await self._reserve(key, worst)
         except Refused as refused:

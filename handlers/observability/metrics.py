@@ -40,6 +40,8 @@ TOKENS = Counter("specway_tokens",
 COST = Counter("specway_cost", "Cost at the catalog's prices, by model", ["model"])
 FALLBACKS = Counter("specway_fallbacks", "Requests answered by a fallback, by the upstream that failed", ["upstream"])
 COOLDOWNS = Counter("specway_cooldowns", "Times an upstream was put in cooldown", ["upstream"])
+HOLDS = Counter("specway_holds", "Priced requests' holds, by where they were taken: on a lease in memory or in the "
+                "store directly (the end of a budget, a burst no lease covered)", ["on"])
 REFUSALS = Counter("specway_refusals", "Requests refused before any upstream call, by reason", ["reason"])
 
 _REFUSAL_CODES = {codes.RATE_LIMIT_EXCEEDED.name: "rate_limit", codes.BUDGET_EXCEEDED.name: "budget",
