@@ -320,7 +320,7 @@ def test_postgresql_upgrade_cli_and_pg_dump_restore(tmp_path: Path) -> None:
         config = tmp_path / "specway.yaml"
         config.write_text(yaml.safe_dump({"store": {"url": url}}))
         assert specway("--config", str(config), "db", "upgrade") == "database schema is up to date\n"
-        assert asyncio.run(versions(url)) == [1, 2, 3, 4]
+        assert asyncio.run(versions(url)) == [1, 2, 3, 4, 5]
 
         # The guide's key and workspace commands, on PostgreSQL; `keys list` reads $SPECWAY_CONFIG.
         cli = ("--config", str(config))

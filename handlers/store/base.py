@@ -17,6 +17,8 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any, Literal
 
+from prometheus_client import Histogram
+
 from generated import scopes as spec_scopes
 from generated.config import StoreSettings
 
@@ -126,6 +128,12 @@ FinishRule = Callable[[Books, Decimal | None], Books]
 # (the key and workspace, what the lease holds; the process's report; now) -> them with the lease charged and
 # resized, and whether it is big enough for requests to draw on.
 LeaseRule = Callable[[Books, LeaseReport, datetime], tuple[Books, bool]]
+
+
+# Defined with the store, whose layer is below observability's; /metrics serves it with the others.
+STORE_WAIT = Histogram("specway_store_wait_seconds", "Time a store call waited for its connection, by path: read "
+                       "(key lookups and other reads) or write (transactions: holds, the writer)", ["path"],
+                       buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0))
 
 
 class Outage:

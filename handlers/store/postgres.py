@@ -21,7 +21,7 @@ import asyncpg
 
 from handlers.errors import StoreUnavailable
 
-from .base import DEFAULT_TIMEOUT
+from .base import DEFAULT_TIMEOUT, STORE_WAIT
 from .migrations import migrate_postgres
 from .sqlbase import SQLStore
 
@@ -69,57 +69,61 @@ class PostgresStore(SQLStore):
     lock = " FOR UPDATE"
     usage_lock = "SELECT pg_advisory_xact_lock(7365706) "  # "spw", usage rollups: one writer at a time
 
-    def __init__(self, url: str, min_size: int = 1, max_size: int = 10, timeout: float = DEFAULT_TIMEOUT) -> None:
+    def __init__(self, url: str, min_size: int = 1, max_size: int = 10, timeout: float = DEFAULT_TIMEOUT,
+                 read_size: int = 4) -> None:
         self.url = url
         self.min_size = min_size
         self.max_size = max_size
+        self.read_size = read_size
         self.timeout = timeout
-        self._pool: asyncpg.Pool | None = None
+        self._pool: asyncpg.Pool | None = None  # transactions: holds, settlements, the writer, admin changes
+        self._reads: asyncpg.Pool | None = None  # reads of their own, so key lookups never wait behind a transaction
 
     async def open(self, *, target: int | None = None) -> None:
         """Connect and migrate (up to schema version `target`, for tests; None = all)."""
-        self._pool = await asyncpg.create_pool(self.url, min_size=self.min_size, max_size=self.max_size)
         try:
+            self._pool = await asyncpg.create_pool(self.url, min_size=self.min_size, max_size=self.max_size)
             async with self._pool.acquire() as conn:
                 self.migrated = tuple(await migrate_postgres(conn, target))
+            self._reads = await asyncpg.create_pool(self.url, min_size=1, max_size=self.read_size)
         except BaseException:
             await self.close()
             raise
 
     async def close(self) -> None:
-        if self._pool is not None:
-            await self._pool.close()
-            self._pool = None
+        for pool in (self._reads, self._pool):
+            if pool is not None:
+                await pool.close()
+        self._pool = self._reads = None
 
     async def ping(self) -> None:
         async with self._read() as conn:
             await conn.fetchrow("SELECT 1")
 
-    def _pool_or_raise(self) -> asyncpg.Pool:
-        if self._pool is None:
-            raise RuntimeError("the store is not open")
-        return self._pool
-
     @asynccontextmanager
     async def _tx(self) -> AsyncIterator[_Conn]:
-        async with self._connection(transaction=True) as conn:
+        async with self._connection(self._pool, transaction=True) as conn:
             yield conn
 
     @asynccontextmanager
     async def _read(self) -> AsyncIterator[_Conn]:
-        async with self._connection(transaction=False) as conn:
+        async with self._connection(self._reads, transaction=False) as conn:
             yield conn
 
     @asynccontextmanager
-    async def _connection(self, *, transaction: bool) -> AsyncIterator[_Conn]:
+    async def _connection(self, pool: asyncpg.Pool | None, *, transaction: bool) -> AsyncIterator[_Conn]:
         """A pooled connection (in a transaction that commits when the block ends) for at most `timeout` seconds."""
-        pool = self._pool_or_raise()
-        deadline = asyncio.get_running_loop().time() + self.timeout
+        if pool is None:
+            raise RuntimeError("the store is not open")
+        loop = asyncio.get_running_loop()
+        asked = loop.time()
+        deadline = asked + self.timeout
         try:
             async with asyncio.timeout_at(deadline):
                 conn = await pool.acquire()
         except _UNREACHABLE as exc:
             raise _unavailable(exc) from None
+        STORE_WAIT.labels("write" if transaction else "read").observe(loop.time() - asked)
         try:
             tx = conn.transaction() if transaction else None
             try:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import re
 import sqlite3
+import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from datetime import datetime
@@ -26,7 +27,7 @@ import aiosqlite
 
 from handlers.errors import StoreUnavailable
 
-from .base import DEFAULT_TIMEOUT
+from .base import DEFAULT_TIMEOUT, STORE_WAIT
 from .migrations import immediate, migrate_sqlite
 from .sqlbase import SQLStore
 from .values import iso
@@ -165,11 +166,13 @@ class SQLiteStore(SQLStore):
     @asynccontextmanager
     async def _locked(self) -> AsyncIterator[None]:
         """This process's writer, waited for at most `timeout` (requests queue here while the file is locked)."""
+        asked = time.perf_counter()
         try:
             async with asyncio.timeout(self.timeout):
                 await self._lock.acquire()
         except TimeoutError:
             raise StoreUnavailable("SQLite: this process's writer stayed busy") from None
+        STORE_WAIT.labels("write").observe(time.perf_counter() - asked)
         try:
             yield
         finally:
