@@ -485,10 +485,27 @@ class ResponsesInputItem(StrictModel):
     """
 
 
+class ResponseTextEcho(StrictModel):
+    """
+    The request's text settings as sent; format is {type text} when the request set none (clients parse structured output by the format echoed, in the whole answer and in response.completed).
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    format: dict[str, Any] = None
+    verbosity: StrictStr = None
+
+
 class ResponseOutputText(StrictModel):
-    type: Literal["output_text"] = None
+    """
+    An output_text part (its text and annotations), or a refusal part (the model's refusal in words).
+    """
+
+    type: Literal["output_text", "refusal"] = None
     text: StrictStr = None
     annotations: list[Any] = None
+    refusal: StrictStr = None
 
 
 class ResponseInputTokensDetails(StrictModel):
@@ -1331,3 +1348,8 @@ class ResponseObject(StrictModel):
     output: list[ResponseOutputItem]
     output_text: StrictStr
     usage: ResponseUsage
+    tools: list[dict[str, Any]] = None
+    """
+    The request's tools as the caller wrote them, with what OpenAI's schema requires of each (a function tool's strict and parameters, null when not said).
+    """
+    text: ResponseTextEcho = None

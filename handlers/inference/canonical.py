@@ -36,6 +36,8 @@ class CacheMark:
 class Text:
     text: str
     cache: CacheMark | None = None
+    refusal: bool = False  # the model's refusal in words (OpenAI's refusal); text wherever a format has no word for it
+    annotations: list[dict[str, Any]] | None = None  # OpenAI Responses' own (url citations ...), for its callers
 
 
 @dataclass(slots=True)
@@ -261,6 +263,8 @@ class Result:
 @dataclass(slots=True)
 class TextDelta:
     text: str
+    refusal: bool = False
+    annotation: dict[str, Any] | None = None  # one annotation of the text so far (OpenAI Responses' own)
 
 
 @dataclass(slots=True)
@@ -292,6 +296,14 @@ class ToolCallDelta:
 
 
 @dataclass(slots=True)
+class ItemDone:
+    """A whole output item canonical does not model (a built-in tool's call ...): relayed to a caller of its format,
+    reported as left out to any other."""
+
+    block: Unknown
+
+
+@dataclass(slots=True)
 class Finish:
     reason: FinishReason
     stop_sequence: str | None = None
@@ -302,7 +314,7 @@ class UsageReport:
     usage: Usage
 
 
-Event = TextDelta | ThinkingDelta | ToolCallStart | ToolCallDelta | Finish | UsageReport
+Event = TextDelta | ThinkingDelta | ToolCallStart | ToolCallDelta | ItemDone | Finish | UsageReport
 
 
 @dataclass(slots=True)
@@ -318,7 +330,10 @@ class Answer:
 def fold(events: list[Event]) -> Result:
     """Fold a stream back into a whole result (used for metering and tests)."""
     text: list[str] = []
+    refusal: list[str] = []
+    annotations: list[dict[str, Any]] = []
     thoughts: list[Thinking] = []
+    items: list[Block] = []
     calls: dict[int, ToolCall] = {}
     finish = Finish(FinishReason.UNKNOWN)
     usage = Usage()
@@ -329,17 +344,24 @@ def fold(events: list[Event]) -> Result:
                 thoughts.append(Thinking("", format=ev.format))
             _add_thinking(thoughts[-1], ev)
         elif isinstance(ev, TextDelta):
-            text.append(ev.text)
+            (refusal if ev.refusal else text).append(ev.text)
+            annotations.extend([ev.annotation] if ev.annotation is not None else [])
         elif isinstance(ev, ToolCallStart):
             calls[ev.index] = ToolCall(ev.id, ev.name, "", custom=ev.custom, namespace=ev.namespace)
         elif isinstance(ev, ToolCallDelta) and ev.index in calls:
             calls[ev.index].arguments += ev.arguments
+        elif isinstance(ev, ItemDone):
+            items.append(ev.block)
         elif isinstance(ev, Finish):
             finish = ev
         elif isinstance(ev, UsageReport):
             usage = ev.usage
         last = ev
-    content: list[Block] = [*thoughts, Text("".join(text))] if text else [*thoughts]
+    content: list[Block] = [*thoughts, *items]
+    if text or annotations:
+        content.append(Text("".join(text), annotations=annotations or None))
+    if refusal:
+        content.append(Text("".join(refusal), refusal=True))
     content.extend(calls[i] for i in sorted(calls))
     return Result(content=content, finish_reason=finish.reason, usage=usage, stop_sequence=finish.stop_sequence)
 

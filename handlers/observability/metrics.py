@@ -41,6 +41,10 @@ COST = Counter("specway_cost", "Cost at the catalog's prices, by model", ["model
 FALLBACKS = Counter("specway_fallbacks", "Requests answered by a fallback, by the upstream that failed", ["upstream"])
 COOLDOWNS = Counter("specway_cooldowns", "Times an upstream was put in cooldown", ["upstream"])
 REFUSALS = Counter("specway_refusals", "Requests refused before any upstream call, by reason", ["reason"])
+UNREAD = Counter("specway_upstream_unread",
+                 "What an upstream sent that the gateway did not carry: an event type its format's reader does not "
+                 "know (what: event), or an output item the caller's format has no place for (what: item)",
+                 ["format", "what", "type"])
 
 _REFUSAL_CODES = {codes.RATE_LIMIT_EXCEEDED.name: "rate_limit", codes.BUDGET_EXCEEDED.name: "budget",
                   codes.INSUFFICIENT_CREDIT.name: "credit"}

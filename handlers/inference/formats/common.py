@@ -20,6 +20,7 @@ from handlers.inference.canonical import (
     Finish,
     FinishReason,
     Format,
+    ItemDone,
     Request,
     Text,
     TextDelta,
@@ -374,6 +375,9 @@ class StreamState:
     def on_thinking(self, ev: ThinkingDelta) -> bytes:
         return b""  # a format with no place for reasoning in its stream
 
+    def on_item(self, ev: ItemDone) -> bytes:
+        return b""  # another format's own item: the relay reports it as left out (a format relays its own)
+
     def on_finish(self, ev: Finish) -> bytes:
         self.reason = ev.reason
         self.stop_sequence = ev.stop_sequence
@@ -389,6 +393,7 @@ _ON: dict[type, str] = {
     ThinkingDelta: "on_thinking",
     ToolCallStart: "on_call_start",
     ToolCallDelta: "on_call_delta",
+    ItemDone: "on_item",
     Finish: "on_finish",
     UsageReport: "on_usage",
 }

@@ -1,0 +1,226 @@
+"""Every Responses answer and stream event the gateway sends validates against OpenAI's published schemas (pinned in
+tests/openai_spec/), whichever upstream kind served it: text, function and custom tool calls, reasoning, structured
+output, refusals, web search. And the Responses stream reader knows every event type OpenAI's spec lists."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import jsonschema
+import pytest
+
+from handlers.inference.formats.responses import reader
+from tests.conftest import Live, serve
+from tests.fake_upstream import FakeUpstream
+
+PINNED = json.loads((Path(__file__).parent / "openai_spec" / "responses.json").read_text())
+SCHEMAS = PINNED["components"]["schemas"]
+KINDS = ("openai", "anthropic", "responses")
+MODEL = {"openai": "acme/oa", "anthropic": "acme/an", "responses": "acme/rs"}
+WEATHER = {"type": "function", "name": "get_weather", "description": "The weather in a city.",
+           "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
+PATCH = {"type": "custom", "name": "apply_patch", "description": "Apply a patch."}
+CITY = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"],
+        "additionalProperties": False}
+STRUCTURED = {"format": {"type": "json_schema", "name": "city", "schema": CITY, "strict": True}}
+
+
+def validator(name: str) -> jsonschema.Draft202012Validator:
+    """A validator of the pinned schema `name`, its $refs resolved in the pinned document."""
+    return jsonschema.Draft202012Validator({**PINNED, "$ref": f"#/components/schemas/{name}"})
+
+
+RESPONSE = validator("Response")
+EVENT = validator("ResponseStreamEvent")
+EVENT_TYPES = {
+    (schema["properties"]["type"].get("enum") or [None])[0]: name
+    for name in (alt["$ref"].rsplit("/", 1)[-1] for alt in SCHEMAS["ResponseStreamEvent"]["anyOf"])
+    for schema in [SCHEMAS[name]]
+}
+
+
+def problems(check: jsonschema.Draft202012Validator, value: Any, what: str) -> list[str]:
+    """Every way `value` fails the schema, each with its path; for an event, against its own type's schema first
+    (the union's errors only say that no member matched)."""
+    if check is EVENT and value.get("type") in EVENT_TYPES:
+        check = validator(EVENT_TYPES[value["type"]])
+    return [f"{what} at {'.'.join(map(str, e.absolute_path)) or '(top)'}: {e.message[:300]}"
+            for e in sorted(check.iter_errors(value), key=lambda e: list(map(str, e.absolute_path)))]
+
+
+# --- the gateway, with one upstream of each kind on the fake ---------------------------------------------------------
+
+
+@pytest.fixture(scope="module", name="fake")
+def fixture_fake() -> Iterator[FakeUpstream]:
+    with FakeUpstream() as f:
+        yield f
+
+
+@pytest.fixture(scope="module", name="live")
+def fixture_live(fake: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
+    timeouts = {"connect": 2, "read": 5, "total": 10}
+    config = {
+        "upstreams": {
+            "oa": {"kind": "openai", "base_url": fake.url, "timeouts": timeouts},
+            "an": {"kind": "anthropic", "base_url": fake.anthropic_url, "timeouts": timeouts},
+            "rs": {"kind": "responses", "base_url": fake.url, "timeouts": timeouts},
+        },
+        "models": [
+            {"id": "acme/oa", "upstream": "oa", "name": "gpt-up", "reasoning": True},
+            {"id": "acme/an", "upstream": "an", "name": "claude-up", "reasoning": True},
+            {"id": "acme/rs", "upstream": "rs", "name": "resp-up", "reasoning": True},
+        ],
+        "policies": {"default": {"default_model": "acme/oa"}},
+        "default_policy": "default",
+        "cooldown": {"seconds": 0},
+    }
+    with serve(config, tmp_path_factory.mktemp("schemas")) as g:
+        yield g
+
+
+@pytest.fixture(autouse=True, name="_fresh")
+def fixture_fresh(fake: FakeUpstream) -> None:
+    fake.reset()
+
+
+def whole(live: Live, body: dict[str, Any]) -> dict[str, Any]:
+    """POST /v1/responses; the answer, which must be a 200 that validates as a Response."""
+    got = httpx.post(f"{live.url}/v1/responses", json=body, headers=live.headers, timeout=10)
+    assert got.status_code == 200, got.text
+    answer = got.json()
+    assert not (found := problems(RESPONSE, answer, "response")), "\n".join(found)
+    return answer
+
+
+def streamed(live: Live, body: dict[str, Any]) -> list[dict[str, Any]]:
+    """POST /v1/responses with stream true; its events, each of which must validate as a ResponseStreamEvent whose
+    type matches its SSE event name, numbered in order."""
+    events: list[dict[str, Any]] = []
+    with httpx.stream("POST", f"{live.url}/v1/responses", json={**body, "stream": True}, headers=live.headers,
+                      timeout=10) as got:
+        assert got.status_code == 200, got.read()
+        name = None
+        for line in got.iter_lines():
+            if line.startswith("event: "):
+                name = line.removeprefix("event: ")
+            elif line.startswith("data: "):
+                event = json.loads(line.removeprefix("data: "))
+                assert event["type"] == name
+                events.append(event)
+    found = [p for n, e in enumerate(events) for p in problems(EVENT, e, f"event {n} ({e.get('type')})")]
+    assert not found, "\n".join(found)
+    assert [e["sequence_number"] for e in events] == list(range(len(events)))
+    return events
+
+
+def answers(live: Live, body: dict[str, Any], fake: FakeUpstream, **reply: Any) -> list[dict[str, Any]]:
+    """The whole answer and the streamed response.completed's response, for one scripted reply each."""
+    fake.script(**reply)
+    answer = whole(live, body)
+    fake.script(**reply)
+    events = streamed(live, body)
+    assert events[-1]["type"] == "response.completed"
+    return [answer, events[-1]["response"]]
+
+
+def kinds_of(items: list[dict[str, Any]]) -> list[str]:
+    return [item["type"] for item in items]
+
+
+# --- the answers and events, upstream by upstream ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_text(live: Live, fake: FakeUpstream, kind: str) -> None:
+    body = {"model": MODEL[kind], "input": "Say hello.", "instructions": "Be brief.", "temperature": 0.5}
+    for answer in answers(live, body, fake, text="Hello there."):
+        assert answer["output_text"] == "Hello there." and kinds_of(answer["output"]) == ["message"]
+        assert answer["text"] == {"format": {"type": "text"}}
+        assert (answer["instructions"], answer["temperature"]) == ("Be brief.", 0.5)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_function_call_and_the_tools_echoed(live: Live, fake: FakeUpstream, kind: str) -> None:
+    body = {"model": MODEL[kind], "input": "Weather in Paris?", "tools": [WEATHER]}
+    call = {"id": "call_w1", "name": "get_weather", "arguments": '{"city": "Paris"}'}
+    for answer in answers(live, body, fake, text="", tool_calls=[call]):
+        assert kinds_of(answer["output"]) == ["function_call"]  # no empty message beside the call
+        assert json.loads(answer["output"][0]["arguments"]) == {"city": "Paris"}
+        assert answer["tools"] == [{**WEATHER, "strict": None}]  # strict not said: null, as the schema requires it
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_custom_tool_call(live: Live, fake: FakeUpstream, kind: str) -> None:
+    body = {"model": MODEL[kind], "input": "Fix the bug.", "tools": [PATCH]}
+    patch = "*** Begin Patch\n*** Update File: a.py\n-x\n+y\n*** End Patch"
+    for answer in answers(live, body, fake, text="", tool_calls=[{"id": "call_p", "name": "apply_patch",
+                                                                   "input": patch}]):
+        assert kinds_of(answer["output"]) == ["custom_tool_call"]
+        item = answer["output"][0]
+        assert (item["call_id"], item["name"], item["input"]) == ("call_p", "apply_patch", patch)
+        assert answer["tools"] == [PATCH]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_reasoning(live: Live, fake: FakeUpstream, kind: str) -> None:
+    body = {"model": MODEL[kind], "input": "Think, then answer.", "reasoning": {"effort": "high", "summary": "auto"},
+            "include": ["reasoning.encrypted_content"]}
+    for answer in answers(live, body, fake, text="42.", reasoning=["First a thought.", "Then another."]):
+        assert kinds_of(answer["output"]) == ["reasoning", "message"]
+        thought = answer["output"][0]
+        assert "First a thought." in thought["summary"][0]["text"]
+        if kind == "responses":
+            assert thought["encrypted_content"] == "gAAAA-fake"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_structured_output_echoes_text_format(live: Live, fake: FakeUpstream, kind: str) -> None:
+    body = {"model": MODEL[kind], "input": "A city, as JSON.", "text": STRUCTURED}
+    for answer in answers(live, body, fake, text='{"city": "Paris"}'):
+        assert answer["text"]["format"] == STRUCTURED["format"]  # what LangChain reads to parse the output
+        assert json.loads(answer["output_text"]) == {"city": "Paris"}
+
+
+def test_refusal_from_a_responses_upstream_is_a_refusal(live: Live, fake: FakeUpstream) -> None:
+    body = {"model": MODEL["responses"], "input": "Something bad."}
+    for answer in answers(live, body, fake, text="", refusal="I can't help with that."):
+        assert answer["output"][0]["content"] == [{"type": "refusal", "refusal": "I can't help with that."}]
+        assert answer["output_text"] == ""
+
+
+def test_the_stream_of_a_refusal(live: Live, fake: FakeUpstream) -> None:
+    fake.script(text="", refusal="I can't help with that.")
+    events = streamed(live, {"model": MODEL["responses"], "input": "Something bad."})
+    kinds = [e["type"] for e in events]
+    assert "response.refusal.delta" in kinds and "response.refusal.done" in kinds
+    assert "response.output_text.delta" not in kinds
+
+
+SEARCH = {"id": "ws_1", "type": "web_search_call", "status": "completed",
+          "action": {"type": "search", "query": "weather paris"}}
+CITATION = {"type": "url_citation", "url": "https://example.com/paris", "title": "Paris", "start_index": 0,
+            "end_index": 5}
+
+
+def test_web_search_from_a_responses_upstream_is_relayed(live: Live, fake: FakeUpstream) -> None:
+    body = {"model": MODEL["responses"], "input": "Weather in Paris?", "tools": [{"type": "web_search"}]}
+    for answer in answers(live, body, fake, text="Sunny.", items=[SEARCH], annotations=[CITATION]):
+        assert answer["output"][0] == SEARCH
+        assert answer["output"][1]["content"][0]["annotations"] == [CITATION]
+
+
+# --- the reader knows every event type of the spec --------------------------------------------------------------------
+
+
+def test_the_reader_knows_every_event_type_of_the_spec() -> None:
+    """Each event type OpenAI lists is read into canonical events or ignored for a reason the reader's table says; a
+    type the reader does not know is one this test names (and the reader counts at run time)."""
+    known = set(reader.HANDLED) | set(reader.IGNORED)
+    assert not (missing := sorted(set(EVENT_TYPES) - known)), f"event types the reader does not know: {missing}"
+    assert not set(reader.HANDLED) & set(reader.IGNORED)
+    assert all(reason.strip() for reason in reader.IGNORED.values())
