@@ -51,6 +51,8 @@ class Image:
     detail: str | None = None  # OpenAI's low | high | auto
     file_id: str | None = None
     cache: CacheMark | None = None
+    # its place in the caller's request (input.0.content.1), for a refusal to name; not part of what it is
+    where: str | None = field(default=None, compare=False)
 
 
 @dataclass(slots=True)
@@ -65,6 +67,7 @@ class Document:
     file_id: str | None = None
     cache: CacheMark | None = None
     text: str | None = None  # a plain-text document as text (Anthropic's text source), media type text/plain
+    where: str | None = field(default=None, compare=False)  # its place in the caller's request, for refusals
 
     def base64(self) -> str | None:
         """The document's content as base64, for the formats that carry files only that way."""
@@ -110,6 +113,7 @@ class Unknown:
 
     data: dict[str, Any]
     format: Format
+    where: str | None = field(default=None, compare=False)  # its place in the caller's request, for refusals
 
 
 Block = Text | Image | Document | Thinking | ToolCall | ToolResult | Unknown

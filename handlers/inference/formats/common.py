@@ -13,6 +13,7 @@ from handlers.errors import ApiError, bad_request, unsupported
 from handlers.inference.canonical import (
     AnyTool,
     CustomTool,
+    Document,
     HostedTool,
     Block,
     CacheMark,
@@ -20,6 +21,7 @@ from handlers.inference.canonical import (
     Finish,
     FinishReason,
     Format,
+    Image,
     ItemDone,
     Request,
     Text,
@@ -217,8 +219,39 @@ def blocks(content: Any, param: str, readers: Mapping[str, PartReader], fmt: For
             raise bad_request(f"{where} must be an object with a type", where)
         kind = part.get("type")
         reader = readers.get(kind) if isinstance(kind, str) else None
-        out.extend(reader(part, where) if reader else [Unknown(part, fmt)])
+        out.extend(placed(reader(part, where) if reader else [Unknown(part, fmt)], where))
     return out
+
+
+def placed(found: list[Block], where: str) -> list[Block]:
+    """The blocks read from the caller's part at `where`, each that an upstream may refuse knowing its place."""
+    for block in found:
+        if isinstance(block, Image | Document | Unknown) and block.where is None:
+            block.where = where
+    return found
+
+
+# The field of a caller's part that holds an image's or a document's URL, file id or data, by the caller's format.
+_LEAVES: Mapping[tuple[Format, str, str], str] = {
+    ("responses", "image", "url"): "image_url", ("responses", "image", "file_id"): "file_id",
+    ("responses", "document", "url"): "file_url", ("responses", "document", "file_id"): "file_id",
+    ("responses", "document", "data"): "file_data",
+    ("chat", "image", "url"): "image_url.url", ("chat", "document", "file_id"): "file.file_id",
+    ("chat", "document", "data"): "file.file_data",
+    ("messages", "image", "url"): "source.url", ("messages", "image", "file_id"): "source.file_id",
+    ("messages", "document", "url"): "source.url", ("messages", "document", "file_id"): "source.file_id",
+    ("messages", "document", "data"): "source.data",
+}  # fmt: skip
+
+
+def block_param(block: Image | Document | Unknown, caller: Format, field: str | None, fallback: str) -> str:
+    """The param a refusal of `block` names: its place in the caller's request, down to the part's `field` ("url",
+    "file_id", "data") in the caller's words; `fallback` for a block the caller did not send as a part."""
+    if block.where is None:
+        return fallback
+    kind = "image" if isinstance(block, Image) else "document"
+    leaf = _LEAVES.get((caller, kind, field)) if field else None
+    return f"{block.where}.{leaf}" if leaf else block.where
 
 
 def text_part(part: dict[str, Any], where: str) -> list[Block]:
