@@ -214,6 +214,27 @@ def test_web_search_from_a_responses_upstream_is_relayed(live: Live, fake: FakeU
         assert answer["output"][1]["content"][0]["annotations"] == [CITATION]
 
 
+# --- a client that reads the echo: LangChain's structured output over the Responses API ----------------------------
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_langchain_structured_output_streamed(live: Live, fake: FakeUpstream, kind: str) -> None:
+    """ChatOpenAI parses structured output from the text.format the final response.completed echoes; without it,
+    "Structured Output response does not have a 'parsed' field"."""
+    from langchain_openai import ChatOpenAI
+    from pydantic import BaseModel
+
+    class City(BaseModel):
+        city: str
+
+    fake.script(text='{"city": "Paris"}')
+    llm = ChatOpenAI(model=MODEL[kind], base_url=f"{live.url}/v1", api_key=live.key, use_responses_api=True,
+                     streaming=True, max_retries=0, timeout=10)  # type: ignore[call-arg]
+    assert llm.with_structured_output(City, method="json_schema").invoke("A city, as JSON.") == City(city="Paris")
+    sent = fake.requests[-1].body
+    assert sent["stream"] is True
+
+
 # --- the reader knows every event type of the spec --------------------------------------------------------------------
 
 
