@@ -137,6 +137,7 @@ def _chat_stream(reply: Reply, model: str, usage: Usage | None) -> list[bytes]:
     out = [chunk({"role": "assistant", "content": "" if reply.text else None, "refusal": None})]
     out += [chunk({"reasoning_content": piece}) for piece in _pieces(_thought(reply) or "")]
     out += [chunk({"content": piece}) for piece in _pieces(reply.text)]
+    out += [chunk({"refusal": piece}) for piece in _pieces(reply.refusal or "")]
     for index, (call_id, name, arguments) in enumerate(_calls(reply, "call_")):
         start = {"index": index, "id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}
         out.append(chunk({"tool_calls": [start]}))

@@ -14,6 +14,7 @@ import jsonschema
 import pytest
 
 from handlers.inference.formats.responses import reader
+from handlers.observability import metrics
 from tests.conftest import Live, serve
 from tests.fake_upstream import FakeUpstream
 
@@ -186,16 +187,18 @@ def test_structured_output_echoes_text_format(live: Live, fake: FakeUpstream, ki
         assert json.loads(answer["output_text"]) == {"city": "Paris"}
 
 
-def test_refusal_from_a_responses_upstream_is_a_refusal(live: Live, fake: FakeUpstream) -> None:
-    body = {"model": MODEL["responses"], "input": "Something bad."}
+@pytest.mark.parametrize("kind", ["openai", "responses"])  # Anthropic has no refusal in words
+def test_a_refusal_is_a_refusal(live: Live, fake: FakeUpstream, kind: str) -> None:
+    body = {"model": MODEL[kind], "input": "Something bad."}
     for answer in answers(live, body, fake, text="", refusal="I can't help with that."):
         assert answer["output"][0]["content"] == [{"type": "refusal", "refusal": "I can't help with that."}]
         assert answer["output_text"] == ""
 
 
-def test_the_stream_of_a_refusal(live: Live, fake: FakeUpstream) -> None:
+@pytest.mark.parametrize("kind", ["openai", "responses"])
+def test_the_stream_of_a_refusal(live: Live, fake: FakeUpstream, kind: str) -> None:
     fake.script(text="", refusal="I can't help with that.")
-    events = streamed(live, {"model": MODEL["responses"], "input": "Something bad."})
+    events = streamed(live, {"model": MODEL[kind], "input": "Something bad."})
     kinds = [e["type"] for e in events]
     assert "response.refusal.delta" in kinds and "response.refusal.done" in kinds
     assert "response.output_text.delta" not in kinds
@@ -212,6 +215,38 @@ def test_web_search_from_a_responses_upstream_is_relayed(live: Live, fake: FakeU
     for answer in answers(live, body, fake, text="Sunny.", items=[SEARCH], annotations=[CITATION]):
         assert answer["output"][0] == SEARCH
         assert answer["output"][1]["content"][0]["annotations"] == [CITATION]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_item_another_format_has_no_place_for_is_left_out_visibly(live: Live, fake: FakeUpstream,
+                                                                     stream: bool) -> None:
+    """A Messages caller's web search, served by a responses upstream: the answer's text arrives, and the
+    web_search_call item it has no block for is named in the decision record and counted, not dropped unseen."""
+    before = unread("item", "web_search_call")
+    fake.script(text="Sunny.", items=[SEARCH])
+    body = {"model": MODEL["responses"], "max_tokens": 100, "stream": stream,
+            "messages": [{"role": "user", "content": "Weather in Paris?"}],
+            "tools": [{"type": "web_search_20250305", "name": "web_search"}]}
+    got = httpx.post(f"{live.url}/v1/messages", json=body, headers=live.headers, timeout=10)
+    assert got.status_code == 200, got.text
+    assert "Sunny." in (got.text if stream else got.json()["content"][0]["text"])
+    assert fake.requests[-1].body["tools"] == [{"type": "web_search"}]
+    record = httpx.get(f"{live.url}/v1/route/explain/{got.headers['x-specway-decision-id']}", headers=live.headers)
+    assert any("web_search_call" in said for said in record.json()["left_out"]), record.text
+    assert unread("item", "web_search_call") == before + 1
+
+
+def unread(what: str, kind: str) -> float:
+    return metrics.UNREAD.labels("responses", what, kind)._value.get()  # type: ignore[attr-defined]
+
+
+def test_an_event_type_the_reader_does_not_know_is_counted_and_logged(caplog: pytest.LogCaptureFixture) -> None:
+    before = unread("event", "response.brand_new.delta")
+    events = reader.UpstreamReader().read("response.brand_new.delta", '{"type": "response.brand_new.delta"}')
+    assert events == [] and unread("event", "response.brand_new.delta") == before + 1
+    assert "response.brand_new.delta" in caplog.text
+    assert reader.UpstreamReader().read("", '{"type": "response.in_progress"}') == []  # ignored on purpose: not counted
+    assert unread("event", "response.in_progress") == 0
 
 
 # --- a client that reads the echo: LangChain's structured output over the Responses API ----------------------------
