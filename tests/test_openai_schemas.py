@@ -187,6 +187,41 @@ def test_structured_output_echoes_text_format(live: Live, fake: FakeUpstream, ki
         assert json.loads(answer["output_text"]) == {"city": "Paris"}
 
 
+NAMESPACE = {"type": "namespace", "name": "repo", "description": "The repository.",
+             "tools": [{"type": "function", "name": "read", "parameters": {"type": "object", "properties": {}}},
+                       {"type": "custom", "name": "patch"}]}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_namespace_and_a_hosted_tool_echoed(live: Live, fake: FakeUpstream, kind: str) -> None:
+    body = {"model": MODEL[kind], "input": "Read it.", "tools": [NAMESPACE, {"type": "web_search"}],
+            "tool_choice": "auto", "parallel_tool_calls": False}
+    for answer in answers(live, body, fake, text="Done."):
+        member = {**NAMESPACE["tools"][0], "strict": None}
+        assert answer["tools"] == [{**NAMESPACE, "tools": [member, NAMESPACE["tools"][1]]}, {"type": "web_search"}]
+        assert (answer["tool_choice"], answer["parallel_tool_calls"]) == ("auto", False)
+
+
+LIMITED = {"openai": "length", "anthropic": "max_tokens", "responses": "max_output_tokens"}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_an_incomplete_answer(live: Live, fake: FakeUpstream, kind: str) -> None:
+    body = {"model": MODEL[kind], "input": "Go on and on.", "max_output_tokens": 16}
+    for answer in answers(live, body, fake, text="On and", finish=LIMITED[kind]):
+        assert (answer["status"], answer["incomplete_details"]) == ("incomplete", {"reason": "max_output_tokens"})
+        assert answer["max_output_tokens"] == 16
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_stream_that_fails_midway_ends_with_an_error_event(live: Live, fake: FakeUpstream, kind: str) -> None:
+    after = 6 if kind == "responses" else 4  # past the first piece of text: too late to fall back
+    fake.script(text="One two three four five six seven.", fail_after=after, error="upstream fell over")
+    events = streamed(live, {"model": MODEL[kind], "input": "Count."})
+    assert "response.output_text.delta" in [e["type"] for e in events]
+    assert events[-1]["type"] == "error" and events[-1]["code"]
+
+
 @pytest.mark.parametrize("kind", ["openai", "responses"])  # Anthropic has no refusal in words
 def test_a_refusal_is_a_refusal(live: Live, fake: FakeUpstream, kind: str) -> None:
     body = {"model": MODEL[kind], "input": "Something bad."}
