@@ -769,7 +769,7 @@ class Decision(StrictModel):
     """
     left_out: list[StrictStr] = None
     """
-    What the request carried that the answering upstream was not sent, each in words - a hosted tool it has no equivalent of (also named in the x-specway-omitted-tools header), reasoning that another provider made (it goes back only to the provider that made it). Empty when nothing was left out.
+    What the request carried that the answering upstream was not sent, each in words - a hosted tool it has no equivalent of (also named in the x-specway-omitted-tools header), reasoning that another provider made (it goes back only to the provider that made it) - and what the upstream answered that the caller's format has no place for ("answer item web_search_call ..."). Empty when nothing was left out.
     """
 
 

@@ -66,7 +66,7 @@ def _left_out(life: Lifecycle, req: Request, block: Unknown) -> None:
     if block.format == req.format:
         return
     kind = block.data.get("type")
-    kind = kind if isinstance(kind, str) else "unknown"
+    kind = kind[:64] if isinstance(kind, str) else "unknown"
     life.trace.left_out.append(f"answer item {kind}: the {req.format} format has no place for {block.format}'s own")
     metrics.UNREAD.labels(block.format, "item", kind).inc()
     log.warning("left out of a %s answer: a %s item %s (decision %s)", req.format, block.format, kind, life.plan.id)

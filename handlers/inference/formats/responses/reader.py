@@ -274,14 +274,15 @@ def _index(payload: dict[str, Any]) -> int:
 
 
 _warned: set[str] = set()
+_TYPES_NAMED = 100  # distinct unknown types named in the metric and the log; any further one is counted as "other"
 
 
 def _unknown(kind: str) -> None:
     """An event type OpenAI's spec did not list when the reader was written: counted, and logged once per type."""
-    metrics.UNREAD.labels("responses", "event", kind[:64]).inc()
-    if kind not in _warned and len(_warned) < 100:
+    if kind not in _warned and len(_warned) < _TYPES_NAMED:
         _warned.add(kind)
         log.warning("a responses upstream sent an event type the reader does not know: %s", kind)
+    metrics.UNREAD.labels("responses", "event", kind if kind in _warned else "other").inc()
 
 
 _DONE: dict[str, Callable[[UpstreamReader, dict[str, Any], int], list[Event]]] = {
