@@ -37,8 +37,8 @@ class Trace:
     usage_estimated: bool = False
     cost: str | None = None
     omitted_tools: list[str] = field(default_factory=list)  # hosted tools the answering upstream was not offered
-    left_out: list[str] = field(default_factory=list)  # what it was not sent (or its answer had and the caller gets
-    # no place for), in words, for the decision record
+    # What the upstream was not sent, and what its answer had that the caller's format has no place for, in words
+    left_out: list[str] = field(default_factory=list)
     started: float = field(default_factory=time.perf_counter)
 
     def attempted(self, model: Model, started: float, status: int | None, failure: FailureKind | None = None,
