@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 import jsonschema
+import openai
 import pytest
 
 from handlers.inference.formats.responses import reader
@@ -250,6 +251,22 @@ def test_web_search_from_a_responses_upstream_is_relayed(live: Live, fake: FakeU
     for answer in answers(live, body, fake, text="Sunny.", items=[SEARCH], annotations=[CITATION]):
         assert answer["output"][0] == SEARCH
         assert answer["output"][1]["content"][0]["annotations"] == [CITATION]
+
+
+def test_the_sdk_accumulates_what_the_stream_relays(live: Live, fake: FakeUpstream) -> None:
+    """The openai SDK builds its final response from the events alone (it checks that each refers to an item and a
+    part it has): a built-in tool's item, text with an annotation, a refusal, a custom tool call."""
+    fake.script(text="Sunny.", items=[SEARCH], annotations=[CITATION], refusal="No more.",
+                tool_calls=[{"id": "call_p", "name": "apply_patch", "input": "*** Begin Patch"}])
+    client = openai.OpenAI(base_url=f"{live.url}/v1", api_key=live.key, max_retries=0, timeout=10)
+    with client.responses.stream(model=MODEL["responses"], input="Weather?",
+                                 tools=[{"type": "web_search"}, PATCH]) as events:  # type: ignore[list-item]
+        final = events.get_final_response()
+    search, said, patch = final.output
+    assert search.type == "web_search_call" and search.id == "ws_1"
+    assert said.type == "message" and [part.type for part in said.content] == ["output_text", "refusal"]
+    assert said.content[0].annotations[0].url == CITATION["url"]  # type: ignore[union-attr]
+    assert patch.type == "custom_tool_call" and patch.input == "*** Begin Patch"
 
 
 @pytest.mark.parametrize("stream", [False, True])
