@@ -253,6 +253,19 @@ def test_web_search_from_a_responses_upstream_is_relayed(live: Live, fake: FakeU
         assert answer["output"][1]["content"][0]["annotations"] == [CITATION]
 
 
+def test_a_web_search_streams_as_it_goes(live: Live, fake: FakeUpstream) -> None:
+    """A Responses caller sees the search open, progress and end, at the output index it has in this answer."""
+    fake.script(text="Sunny.", reasoning=["Search first."], items=[SEARCH])
+    events = streamed(live, {"model": MODEL["responses"], "input": "Weather in Paris?", "tools": [{"type": "web_search"}],
+                             "reasoning": {"effort": "low", "summary": "auto"}})
+    mine = [(e["type"], e.get("output_index")) for e in events
+            if e.get("item_id") == "ws_1" or e.get("item", {}).get("id") == "ws_1"]
+    assert mine == [("response.output_item.added", 1), ("response.web_search_call.in_progress", 1),
+                    ("response.web_search_call.searching", 1), ("response.web_search_call.completed", 1),
+                    ("response.output_item.done", 1)]
+    assert events[-1]["response"]["output"][1] == SEARCH
+
+
 def test_the_sdk_accumulates_what_the_stream_relays(live: Live, fake: FakeUpstream) -> None:
     """The openai SDK builds its final response from the events alone (it checks that each refers to an item and a
     part it has): a built-in tool's item, text with an annotation, a refusal, a custom tool call."""

@@ -300,9 +300,26 @@ class ToolCallDelta:
 
 
 @dataclass(slots=True)
+class ItemStart:
+    """An output item canonical does not model (a built-in tool's call ...) opens, as its format wrote it; for a
+    caller of that format (ItemDone brings it whole)."""
+
+    block: Unknown
+
+
+@dataclass(slots=True)
+class ItemProgress:
+    """An event of such an item (a web search's progress, a piece of code being written ...), as its format wrote
+    it, for a caller of that format."""
+
+    data: dict[str, Any]
+    format: Format
+
+
+@dataclass(slots=True)
 class ItemDone:
-    """A whole output item canonical does not model (a built-in tool's call ...): relayed to a caller of its format,
-    reported as left out to any other."""
+    """A whole output item canonical does not model: relayed to a caller of its format, reported as left out to any
+    other."""
 
     block: Unknown
 
@@ -318,7 +335,8 @@ class UsageReport:
     usage: Usage
 
 
-Event = TextDelta | ThinkingDelta | ToolCallStart | ToolCallDelta | ItemDone | Finish | UsageReport
+Event = (TextDelta | ThinkingDelta | ToolCallStart | ToolCallDelta | ItemStart | ItemProgress | ItemDone | Finish
+         | UsageReport)
 
 
 @dataclass(slots=True)

@@ -23,6 +23,8 @@ from handlers.inference.canonical import (
     Format,
     Image,
     ItemDone,
+    ItemProgress,
+    ItemStart,
     Request,
     Text,
     TextDelta,
@@ -408,6 +410,12 @@ class StreamState:
     def on_thinking(self, ev: ThinkingDelta) -> bytes:
         return b""  # a format with no place for reasoning in its stream
 
+    def on_item_start(self, ev: ItemStart) -> bytes:
+        return b""  # another format's own item (a format relays its own)
+
+    def on_item_progress(self, ev: ItemProgress) -> bytes:
+        return b""
+
     def on_item(self, ev: ItemDone) -> bytes:
         return b""  # another format's own item: the relay reports it as left out (a format relays its own)
 
@@ -426,6 +434,8 @@ _ON: dict[type, str] = {
     ThinkingDelta: "on_thinking",
     ToolCallStart: "on_call_start",
     ToolCallDelta: "on_call_delta",
+    ItemStart: "on_item_start",
+    ItemProgress: "on_item_progress",
     ItemDone: "on_item",
     Finish: "on_finish",
     UsageReport: "on_usage",

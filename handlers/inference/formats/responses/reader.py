@@ -12,6 +12,8 @@ from handlers.inference.canonical import (
     Finish,
     FinishReason,
     ItemDone,
+    ItemProgress,
+    ItemStart,
     Result,
     Text,
     TextDelta,
@@ -161,7 +163,13 @@ class UpstreamReader:
             return self._call_start(index, item)
         if item.get("type") == "reasoning":  # a reasoning item opens; its id marks its thinking as OpenAI's own
             return [ThinkingDelta(id=str_or_empty(item.get("id")) or None, format="responses")]
-        return []
+        if item.get("type") == "message":
+            return []
+        return [ItemStart(Unknown(item, "responses"))]  # a built-in tool's call and the like, for a Responses caller
+
+    def _progress(self, payload: dict[str, Any]) -> list[Event]:
+        """An event of a built-in tool's item (its progress, a piece of it), for a Responses caller."""
+        return [ItemProgress({k: v for k, v in payload.items() if k != "sequence_number"}, "responses")]
 
     def _call_start(self, index: int, item: dict[str, Any]) -> list[Event]:
         """A function or custom tool call opens; its arguments (or input) may come whole with it."""
@@ -307,10 +315,22 @@ HANDLED: dict[str, Callable[[UpstreamReader, dict[str, Any]], list[Event]]] = {
     "response.incomplete": UpstreamReader._end,
     "response.failed": UpstreamReader._failed,
     "error": UpstreamReader._error,
-}
+    # a built-in tool's item: its progress and its pieces, relayed to a Responses caller (the item comes whole with
+    # response.output_item.done, which is all another format's caller could be told of it)
+    **{f"response.{tool}.{step}": UpstreamReader._progress for tool, steps in {
+        "web_search_call": ("in_progress", "searching", "completed"),
+        "file_search_call": ("in_progress", "searching", "completed"),
+        "code_interpreter_call": ("in_progress", "interpreting", "completed"),
+        "code_interpreter_call_code": ("delta", "done"),
+        "image_generation_call": ("in_progress", "generating", "partial_image", "completed"),
+        "mcp_call": ("in_progress", "completed", "failed"),
+        "mcp_call_arguments": ("delta", "done"),
+        "mcp_list_tools": ("in_progress", "completed", "failed"),
+        "shell_call_command": ("added", "delta", "done"),
+        "shell_call_output_content": ("delta", "done"),
+    }.items() for step in steps},
+}  # fmt: skip
 
-_PROGRESS = "a built-in tool's progress: its item comes whole with response.output_item.done"
-_PIECE = "a piece of a built-in tool's item, which comes whole with response.output_item.done"
 _WHOLE = "the whole of what its deltas carried; output_item.done fills in what came without them"
 # The event types read on purpose into nothing, and why nothing of the answer is lost with them.
 IGNORED: dict[str, str] = {
@@ -331,19 +351,4 @@ IGNORED: dict[str, str] = {
     "response.audio.done": "audio output: no Responses request asks for it",
     "response.audio.transcript.delta": "audio output: no Responses request asks for it",
     "response.audio.transcript.done": "audio output: no Responses request asks for it",
-    **{f"response.{tool}.{step}": _PROGRESS for tool, steps in {
-        "web_search_call": ("in_progress", "searching", "completed"),
-        "file_search_call": ("in_progress", "searching", "completed"),
-        "code_interpreter_call": ("in_progress", "interpreting", "completed"),
-        "image_generation_call": ("in_progress", "generating", "completed"),
-        "mcp_call": ("in_progress", "completed", "failed"),
-        "mcp_list_tools": ("in_progress", "completed", "failed"),
-    }.items() for step in steps},
-    **{kind: _PIECE for kind in (
-        "response.code_interpreter_call_code.delta", "response.code_interpreter_call_code.done",
-        "response.mcp_call_arguments.delta", "response.mcp_call_arguments.done",
-        "response.image_generation_call.partial_image",
-        "response.shell_call_command.added", "response.shell_call_command.delta", "response.shell_call_command.done",
-        "response.shell_call_output_content.delta", "response.shell_call_output_content.done",
-    )},
-}  # fmt: skip
+}

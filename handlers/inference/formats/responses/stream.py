@@ -8,6 +8,8 @@ from handlers.errors import ApiError
 from handlers.inference.canonical import (
     Answer,
     ItemDone,
+    ItemProgress,
+    ItemStart,
     Request,
     TextDelta,
     ThinkingDelta,
@@ -48,6 +50,7 @@ class StreamRenderer(StreamState):
         self._annotations: list[dict[str, Any]] = []  # the open output_text part's
         self._calls: dict[int, tuple[int, dict[str, Any]]] = {}  # canonical index -> (output index, item)
         self._thought: str | None = None  # the open reasoning item's id when OpenAI made it (it may come back)
+        self._relayed: dict[str, int] = {}  # the upstream's items we do not model, by id -> their output index
 
     def start(self) -> bytes:
         created = {"response": response(self._answer, [], None, None, self._request)}
@@ -86,16 +89,34 @@ class StreamRenderer(StreamState):
         at = {**self._at(), "content_index": self._index(), "annotation_index": len(self._annotations) - 1}
         return self._frame("response.output_text.annotation.added", {**at, "annotation": annotation})
 
-    def on_item(self, ev: ItemDone) -> bytes:
-        """A responses upstream's item we do not model (web_search_call ...), whole; another format's is left out
-        (the relay reports it)."""
+    def on_item_start(self, ev: ItemStart) -> bytes:
+        """A responses upstream's item we do not model (web_search_call ...) opens; its events and its done follow
+        (another format's item is left out: the relay reports it)."""
         if ev.block.format != "responses":
             return b""
         out = self._close()
-        item = self._add(ev.block.data)
-        self._open = None
-        at = {"output_index": len(self._output) - 1, "item": item}
-        return out + self._frame("response.output_item.added", at) + self._frame("response.output_item.done", at)
+        item = self._add(dict(ev.block.data))
+        self._open = None  # never the open item: its own events fill it
+        self._relayed[str(item.get("id"))] = index = len(self._output) - 1
+        return out + self._frame("response.output_item.added", {"output_index": index, "item": item})
+
+    def on_item_progress(self, ev: ItemProgress) -> bytes:
+        index = self._relayed.get(str(ev.data.get("item_id"))) if ev.format == "responses" else None
+        if index is None:  # an event of an item that never opened here: its done brings it whole
+            return b""
+        fields = {k: v for k, v in ev.data.items() if k != "type"}
+        return self._frame(str(ev.data.get("type")), {**fields, "output_index": index})
+
+    def on_item(self, ev: ItemDone) -> bytes:
+        if ev.block.format != "responses":
+            return b""
+        index = self._relayed.get(str(ev.block.data.get("id")))
+        out = b""
+        if index is None:  # done without its added: added and done at once
+            out = self.on_item_start(ItemStart(ev.block))
+            index = len(self._output) - 1
+        self._output[index] = ev.block.data
+        return out + self._frame("response.output_item.done", {"output_index": index, "item": ev.block.data})
 
     def on_thinking(self, ev: ThinkingDelta) -> bytes:
         """Thinking is a reasoning item whose summary streams; OpenAI's own (format "responses") keeps its id and
