@@ -39,6 +39,7 @@ _QUOTA_CODES = {"rate_limit_exceeded": "rate_limit_error", "insufficient_quota":
 
 
 _CALLS = frozenset({"function_call", "custom_tool_call"})  # items that are tool calls of the caller's tools
+_PARTS = frozenset({"output_text", "refusal", "text"})  # a message's parts (text: some compatible servers')
 
 
 def _arguments_of(item: dict[str, Any]) -> str:
@@ -76,10 +77,14 @@ def _blocks(item: dict[str, Any]) -> list[Block]:
 
 
 def _part(part: Any) -> Text | None:
-    """An output_text part with its annotations, or a refusal part; None for an empty one."""
+    """An output_text part with its annotations, or a refusal part; None for an empty one. A part of another type
+    with no text (none that OpenAI's spec lists) is counted and logged as unread."""
     text = _part_text(part)
     annotations = part.get("annotations") if isinstance(part, dict) else None
     if not text and not annotations:
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind not in _PARTS:
+            _unknown(f"message part {kind}" if isinstance(kind, str) else "message part", "part")
         return None
     refusal = part.get("type") == "refusal"
     return Text(text, refusal=refusal, annotations=annotations if isinstance(annotations, list) and annotations else None)
@@ -285,12 +290,13 @@ _warned: set[str] = set()
 _TYPES_NAMED = 100  # distinct unknown types named in the metric and the log; any further one is counted as "other"
 
 
-def _unknown(kind: str) -> None:
-    """An event type OpenAI's spec did not list when the reader was written: counted, and logged once per type."""
+def _unknown(kind: str, what: str = "event") -> None:
+    """An event type (or a message part) OpenAI's spec did not list when the reader was written: counted, and logged
+    once per type."""
     if kind not in _warned and len(_warned) < _TYPES_NAMED:
         _warned.add(kind)
-        log.warning("a responses upstream sent an event type the reader does not know: %s", kind)
-    metrics.UNREAD.labels("responses", "event", kind if kind in _warned else "other").inc()
+        log.warning("a responses upstream sent a %s type the reader does not know: %s", what, kind)
+    metrics.UNREAD.labels("responses", what, kind if kind in _warned else "other").inc()
 
 
 _DONE: dict[str, Callable[[UpstreamReader, dict[str, Any], int], list[Event]]] = {
