@@ -147,6 +147,15 @@ def test_text(live: Live, fake: FakeUpstream, kind: str) -> None:
 
 
 @pytest.mark.parametrize("kind", KINDS)
+def test_the_request_echoed(live: Live, fake: FakeUpstream, kind: str) -> None:
+    body = {"model": MODEL[kind], "input": "Hi.", "metadata": {"ticket": "T-1"}, "truncation": "disabled",
+            "reasoning": {"effort": "low", "summary": "concise"}, "safety_identifier": "u-7", "store": False}
+    for answer in answers(live, body, fake, text="Hello."):
+        assert answer["metadata"] == {"ticket": "T-1"} and answer["truncation"] == "disabled"
+        assert answer["reasoning"] == {"effort": "low", "summary": "concise"} and answer["safety_identifier"] == "u-7"
+
+
+@pytest.mark.parametrize("kind", KINDS)
 def test_function_call_and_the_tools_echoed(live: Live, fake: FakeUpstream, kind: str) -> None:
     body = {"model": MODEL[kind], "input": "Weather in Paris?", "tools": [WEATHER]}
     call = {"id": "call_w1", "name": "get_weather", "arguments": '{"city": "Paris"}'}

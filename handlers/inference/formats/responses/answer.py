@@ -115,6 +115,7 @@ def _echo(request: Request) -> dict[str, Any]:
         "max_output_tokens": request.max_tokens,
     }
     if request.format == "responses":  # tools and tool_choice of another format would not fit the Response type
+        echo |= {key: request.body[key] for key in _ECHOED if request.body.get(key) is not None}
         echo["tools"] = [echo_tool(tool.raw) for tool in request.tools or []]
         echo["text"] = _text_echo(request.body.get("text"))
         choice = request.tool_choice
@@ -123,6 +124,11 @@ def _echo(request: Request) -> dict[str, Any]:
         if choice is not None and choice.parallel is not None:
             echo["parallel_tool_calls"] = choice.parallel
     return echo
+
+
+# The request's fields a Response object repeats as they were sent.
+_ECHOED = ("metadata", "reasoning", "max_tool_calls", "truncation", "user", "safety_identifier", "prompt_cache_key",
+           "top_logprobs")
 
 
 def echo_tool(raw: Any) -> Any:
