@@ -189,6 +189,14 @@ def test_reasoning(live: Live, fake: FakeUpstream, kind: str) -> None:
             assert thought["encrypted_content"] == "gAAAA-fake"
 
 
+def test_reasoning_without_a_summary_keeps_its_encrypted_content(live: Live, fake: FakeUpstream) -> None:
+    body = {"model": MODEL["responses"], "input": "Think.", "reasoning": {"effort": "high"},
+            "include": ["reasoning.encrypted_content"]}
+    for answer in answers(live, body, fake, text="Done.", reasoning=[]):
+        assert answer["output"][0] == {"id": "rs_fake", "type": "reasoning", "summary": [],
+                                       "encrypted_content": "gAAAA-fake"}
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_structured_output_echoes_text_format(live: Live, fake: FakeUpstream, kind: str) -> None:
     body = {"model": MODEL[kind], "input": "A city, as JSON.", "text": STRUCTURED}
