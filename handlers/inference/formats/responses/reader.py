@@ -140,7 +140,8 @@ class UpstreamReader:
 
     Text, refusals, function-call arguments, custom tool input and reasoning summaries come as deltas; an item's done
     event fills in what came without them (and brings a reasoning item's encrypted content); an item canonical does
-    not model comes whole with its done event (ItemDone). Every event type OpenAI's spec lists is in HANDLED or
+    not model opens (ItemStart), tells its own events (ItemProgress) and comes whole with its done event (ItemDone),
+    for a Responses caller. Every event type OpenAI's spec lists is in HANDLED or
     IGNORED; any other is counted and logged (specway_upstream_unread), and loses nothing the done events carry.
     Tool calls are keyed by their output index."""
 
