@@ -485,10 +485,27 @@ class ResponsesInputItem(StrictModel):
     """
 
 
+class ResponseTextEcho(StrictModel):
+    """
+    The request's text settings as sent; format is {type text} when the request set none (clients parse structured output by the format echoed, in the whole answer and in response.completed).
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    format: dict[str, Any] = None
+    verbosity: StrictStr = None
+
+
 class ResponseOutputText(StrictModel):
-    type: Literal["output_text"] = None
+    """
+    An output_text part (its text and annotations), or a refusal part (the model's refusal in words).
+    """
+
+    type: Literal["output_text", "refusal"] = None
     text: StrictStr = None
     annotations: list[Any] = None
+    refusal: StrictStr = None
 
 
 class ResponseInputTokensDetails(StrictModel):
@@ -752,7 +769,7 @@ class Decision(StrictModel):
     """
     left_out: list[StrictStr] = None
     """
-    What the request carried that the answering upstream was not sent, each in words - a hosted tool it has no equivalent of (also named in the x-specway-omitted-tools header), reasoning that another provider made (it goes back only to the provider that made it). Empty when nothing was left out.
+    What the request carried that the answering upstream was not sent, each in words - a hosted tool it has no equivalent of (also named in the x-specway-omitted-tools header), reasoning that another provider made (it goes back only to the provider that made it) - and what the upstream answered that the caller's format has no place for ("answer item web_search_call ..."). Empty when nothing was left out.
     """
 
 
@@ -1331,3 +1348,8 @@ class ResponseObject(StrictModel):
     output: list[ResponseOutputItem]
     output_text: StrictStr
     usage: ResponseUsage
+    tools: list[dict[str, Any]] = None
+    """
+    The request's tools as the caller wrote them, with what OpenAI's schema requires of each (a function tool's strict and parameters, null when not said).
+    """
+    text: ResponseTextEcho = None

@@ -21,7 +21,9 @@ class Reply:
     """One scripted answer. Fields left alone give the default answer."""
 
     text: str = "Hello from fake"
-    tool_calls: list[dict[str, str]] = field(default_factory=list)  # {"name", "arguments": JSON text, "id"?}
+    # {"name", "arguments": JSON text, "id"?}; with "input" (free-form text) instead of arguments, a custom tool's
+    # call: a custom_tool_call in the Responses dialect, a function call of {"input": ...} in the others
+    tool_calls: list[dict[str, str]] = field(default_factory=list)
     finish: str | None = None  # the provider's own word; default stop / end_turn, or tool_calls / tool_use
     usage: Usage | None = None  # default: counted from the words
     status: int = 200
@@ -38,6 +40,11 @@ class Reply:
     # joined by a blank line. Anthropic: one thinking block of the parts so joined, signed with `signature`.
     reasoning: list[str] | None = None
     signature: str = "sig-fake"  # Anthropic: the thinking block's signature (no signature_delta when empty)
+    refusal: str | None = None  # Responses: a refusal part after the text (streamed as refusal deltas); chat: refusal
+    # Responses only: output items before the message as they are (web_search_call ...), streamed as added, their
+    # progress events (response.<type>.in_progress, .searching or .generating ..., .completed) and done
+    items: list[dict[str, Any]] = field(default_factory=list)
+    annotations: list[dict[str, Any]] = field(default_factory=list)  # Responses: the output text's (url_citation ...)
 
 
 
@@ -61,9 +68,12 @@ def _arg_pieces(arguments: str) -> list[str]:
 
 
 def _calls(reply: Reply, prefix: str) -> list[tuple[str, str, str]]:
-    return [
-        (c.get("id") or f"{prefix}{i}", c["name"], c.get("arguments") or "{}") for i, c in enumerate(reply.tool_calls)
-    ]
+    """(id, name, arguments); a custom tool's call as the function of one `input` the gateway offers it as."""
+    return [(c.get("id") or f"{prefix}{i}", c["name"], _arguments(c)) for i, c in enumerate(reply.tool_calls)]
+
+
+def _arguments(call: dict[str, str]) -> str:
+    return orjson.dumps({"input": call["input"]}).decode() if "input" in call else call.get("arguments") or "{}"
 
 
 def _sse(payload: Any, event: str | None = None) -> bytes:
@@ -102,7 +112,7 @@ def _chat_whole(reply: Reply, model: str, usage: Usage) -> dict[str, Any]:
         "role": "assistant",
         "content": reply.text or None,
         **({"reasoning_content": thought} if (thought := _thought(reply)) is not None else {}),
-        "refusal": None,
+        "refusal": reply.refusal,
         **({"tool_calls": calls} if calls else {}),
     }
     finish = reply.finish or ("tool_calls" if calls else "stop")
@@ -127,6 +137,7 @@ def _chat_stream(reply: Reply, model: str, usage: Usage | None) -> list[bytes]:
     out = [chunk({"role": "assistant", "content": "" if reply.text else None, "refusal": None})]
     out += [chunk({"reasoning_content": piece}) for piece in _pieces(_thought(reply) or "")]
     out += [chunk({"content": piece}) for piece in _pieces(reply.text)]
+    out += [chunk({"refusal": piece}) for piece in _pieces(reply.refusal or "")]
     for index, (call_id, name, arguments) in enumerate(_calls(reply, "call_")):
         start = {"index": index, "id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}
         out.append(chunk({"tool_calls": [start]}))
@@ -236,13 +247,22 @@ def _responses_items(reply: Reply) -> list[dict[str, Any]]:
     if reply.reasoning is not None:
         summary = [{"type": "summary_text", "text": text} for text in reply.reasoning]
         items.append({"id": "rs_fake", "type": "reasoning", "summary": summary, "encrypted_content": "gAAAA-fake"})
+    items += reply.items
+    parts: list[dict[str, Any]] = []
     if reply.text:
-        part = {"type": "output_text", "text": reply.text, "annotations": [], "logprobs": []}
-        message = {"id": "msg_fake", "type": "message", "status": "completed", "role": "assistant"}
-        items.append({**message, "content": [part]})
-    for i, (call_id, name, arguments) in enumerate(_calls(reply, "call_")):
-        call = {"id": f"fc_fake{i}", "type": "function_call", "status": "completed", "call_id": call_id, "name": name}
-        items.append({**call, "arguments": arguments})
+        parts.append({"type": "output_text", "text": reply.text, "annotations": reply.annotations, "logprobs": []})
+    if reply.refusal is not None:
+        parts.append({"type": "refusal", "refusal": reply.refusal})
+    if parts:
+        items.append({"id": "msg_fake", "type": "message", "status": "completed", "role": "assistant", "content": parts})
+    for i, c in enumerate(reply.tool_calls):
+        call_id = c.get("id") or f"call_{i}"
+        if "input" in c:
+            items.append({"id": f"ctc_fake{i}", "type": "custom_tool_call", "status": "completed", "call_id": call_id,
+                          "name": c["name"], "input": c["input"]})  # fmt: skip
+            continue
+        call = {"id": f"fc_fake{i}", "type": "function_call", "status": "completed", "call_id": call_id}
+        items.append({**call, "name": c["name"], "arguments": c.get("arguments") or "{}"})
     return items
 
 
@@ -281,34 +301,79 @@ def _responses_stream(reply: Reply, model: str, usage: Usage | None) -> list[byt
 def _responses_item_events(index: int, item: dict[str, Any]) -> list[dict[str, Any]]:
     """An output item's events: added (empty), its deltas and their done events, then done (whole)."""
     at = {"item_id": item["id"], "output_index": index}
-    events: list[dict[str, Any]]
-    if item["type"] == "reasoning":
-        events = [{"type": "response.output_item.added", "output_index": index, "item": {**item, "summary": []}}]
-        for n, part in enumerate(item["summary"]):
-            summary = {**at, "summary_index": n}
-            events.append({"type": "response.reasoning_summary_part.added", **summary, "part": {**part, "text": ""}})
-            events += [{"type": "response.reasoning_summary_text.delta", **summary, "delta": piece}
-                       for piece in _pieces(part["text"])]  # fmt: skip
-            events.append({"type": "response.reasoning_summary_text.done", **summary, "text": part["text"]})
-            events.append({"type": "response.reasoning_summary_part.done", **summary, "part": part})
-    elif item["type"] == "message":
-        part = item["content"][0]
-        added = {**item, "status": "in_progress", "content": []}
-        events = [{"type": "response.output_item.added", "output_index": index, "item": added}]
-        events.append({"type": "response.content_part.added", **at, "content_index": 0, "part": {**part, "text": ""}})
-        events += [{"type": "response.output_text.delta", **at, "content_index": 0, "delta": piece, "logprobs": []}
-                   for piece in _pieces(part["text"])]  # fmt: skip
-        events.append({"type": "response.output_text.done", **at, "content_index": 0, "text": part["text"],
-                       "logprobs": []})  # fmt: skip
-        events.append({"type": "response.content_part.done", **at, "content_index": 0, "part": part})
-    else:
-        added = {**item, "status": "in_progress", "arguments": ""}
-        events = [{"type": "response.output_item.added", "output_index": index, "item": added}]
-        events += [{"type": "response.function_call_arguments.delta", **at, "delta": piece}
-                   for piece in _arg_pieces(item["arguments"])]  # fmt: skip
-        events.append({"type": "response.function_call_arguments.done", **at, "arguments": item["arguments"],
-                       "name": item["name"]})  # fmt: skip
+    added = {**item, **_ADDED.get(item["type"], {})}
+    events = [{"type": "response.output_item.added", "output_index": index, "item": added}]
+    events += _ITEM_EVENTS.get(item["type"], _progress)(at, item)
     return [*events, {"type": "response.output_item.done", "output_index": index, "item": item}]
+
+
+_ADDED: dict[str, dict[str, Any]] = {  # what an item is as it opens: nothing in it yet
+    "reasoning": {"summary": []},
+    "message": {"status": "in_progress", "content": []},
+    "function_call": {"status": "in_progress", "arguments": ""},
+    "custom_tool_call": {"status": "in_progress", "input": ""},
+    "web_search_call": {"status": "in_progress"},
+}
+
+
+def _reasoning_events(at: dict[str, Any], item: dict[str, Any]) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    for n, part in enumerate(item["summary"]):
+        summary = {**at, "summary_index": n}
+        events.append({"type": "response.reasoning_summary_part.added", **summary, "part": {**part, "text": ""}})
+        events += [{"type": "response.reasoning_summary_text.delta", **summary, "delta": piece}
+                   for piece in _pieces(part["text"])]  # fmt: skip
+        events.append({"type": "response.reasoning_summary_text.done", **summary, "text": part["text"]})
+        events.append({"type": "response.reasoning_summary_part.done", **summary, "part": part})
+    return events
+
+
+def _message_events(at: dict[str, Any], item: dict[str, Any]) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    for n, part in enumerate(item["content"]):
+        where = {**at, "content_index": n}
+        if part["type"] == "refusal":
+            events.append({"type": "response.content_part.added", **where, "part": {**part, "refusal": ""}})
+            events += [{"type": "response.refusal.delta", **where, "delta": piece}
+                       for piece in _pieces(part["refusal"])]  # fmt: skip
+            events.append({"type": "response.refusal.done", **where, "refusal": part["refusal"]})
+        else:
+            events.append({"type": "response.content_part.added", **where,
+                           "part": {**part, "text": "", "annotations": []}})  # fmt: skip
+            events += [{"type": "response.output_text.delta", **where, "delta": piece, "logprobs": []}
+                       for piece in _pieces(part["text"])]  # fmt: skip
+            events += [{"type": "response.output_text.annotation.added", **where, "annotation_index": i,
+                        "annotation": annotation} for i, annotation in enumerate(part["annotations"])]  # fmt: skip
+            events.append({"type": "response.output_text.done", **where, "text": part["text"], "logprobs": []})
+        events.append({"type": "response.content_part.done", **where, "part": part})
+    return events
+
+
+def _call_events(at: dict[str, Any], item: dict[str, Any]) -> list[dict[str, Any]]:
+    if item["type"] == "custom_tool_call":
+        events = [{"type": "response.custom_tool_call_input.delta", **at, "delta": piece}
+                  for piece in _arg_pieces(item["input"])]  # fmt: skip
+        return [*events, {"type": "response.custom_tool_call_input.done", **at, "input": item["input"]}]
+    events = [{"type": "response.function_call_arguments.delta", **at, "delta": piece}
+              for piece in _arg_pieces(item["arguments"])]  # fmt: skip
+    return [*events, {"type": "response.function_call_arguments.done", **at, "arguments": item["arguments"],
+                      "name": item["name"]}]  # fmt: skip
+
+
+def _progress(at: dict[str, Any], item: dict[str, Any]) -> list[dict[str, Any]]:
+    """A built-in tool's call: response.<type>.in_progress, its working event, .completed."""
+    working = {"web_search_call": "searching", "file_search_call": "searching", "image_generation_call": "generating",
+               "code_interpreter_call": "interpreting"}.get(item["type"])  # fmt: skip
+    steps = ["in_progress", *([working] if working else []), "completed"]
+    return [{"type": f"response.{item['type']}.{step}", **at} for step in steps]
+
+
+_ITEM_EVENTS: dict[str, Callable[[dict[str, Any], dict[str, Any]], list[dict[str, Any]]]] = {
+    "reasoning": _reasoning_events,
+    "message": _message_events,
+    "function_call": _call_events,
+    "custom_tool_call": _call_events,
+}
 
 
 WHOLE: dict[str, Callable[[Reply, str, Usage], dict[str, Any]]] = {

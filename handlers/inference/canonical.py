@@ -36,6 +36,8 @@ class CacheMark:
 class Text:
     text: str
     cache: CacheMark | None = None
+    refusal: bool = False  # the model's refusal in words (OpenAI's refusal); text wherever a format has no word for it
+    annotations: list[dict[str, Any]] | None = None  # OpenAI Responses' own (url citations ...), for its callers
 
 
 @dataclass(slots=True)
@@ -49,6 +51,8 @@ class Image:
     detail: str | None = None  # OpenAI's low | high | auto
     file_id: str | None = None
     cache: CacheMark | None = None
+    # its place in the caller's request (input.0.content.1), for a refusal to name; not part of what it is
+    where: str | None = field(default=None, compare=False)
 
 
 @dataclass(slots=True)
@@ -63,6 +67,7 @@ class Document:
     file_id: str | None = None
     cache: CacheMark | None = None
     text: str | None = None  # a plain-text document as text (Anthropic's text source), media type text/plain
+    where: str | None = field(default=None, compare=False)  # its place in the caller's request, for refusals
 
     def base64(self) -> str | None:
         """The document's content as base64, for the formats that carry files only that way."""
@@ -108,6 +113,7 @@ class Unknown:
 
     data: dict[str, Any]
     format: Format
+    where: str | None = field(default=None, compare=False)  # its place in the caller's request, for refusals
 
 
 Block = Text | Image | Document | Thinking | ToolCall | ToolResult | Unknown
@@ -261,6 +267,8 @@ class Result:
 @dataclass(slots=True)
 class TextDelta:
     text: str
+    refusal: bool = False
+    annotation: dict[str, Any] | None = None  # one annotation of the text so far (OpenAI Responses' own)
 
 
 @dataclass(slots=True)
@@ -292,6 +300,31 @@ class ToolCallDelta:
 
 
 @dataclass(slots=True)
+class ItemStart:
+    """An output item canonical does not model (a built-in tool's call ...) opens, as its format wrote it; for a
+    caller of that format (ItemDone brings it whole)."""
+
+    block: Unknown
+
+
+@dataclass(slots=True)
+class ItemProgress:
+    """An event of such an item (a web search's progress, a piece of code being written ...), as its format wrote
+    it, for a caller of that format."""
+
+    data: dict[str, Any]
+    format: Format
+
+
+@dataclass(slots=True)
+class ItemDone:
+    """A whole output item canonical does not model: relayed to a caller of its format, reported as left out to any
+    other."""
+
+    block: Unknown
+
+
+@dataclass(slots=True)
 class Finish:
     reason: FinishReason
     stop_sequence: str | None = None
@@ -302,7 +335,8 @@ class UsageReport:
     usage: Usage
 
 
-Event = TextDelta | ThinkingDelta | ToolCallStart | ToolCallDelta | Finish | UsageReport
+Event = (TextDelta | ThinkingDelta | ToolCallStart | ToolCallDelta | ItemStart | ItemProgress | ItemDone | Finish
+         | UsageReport)
 
 
 @dataclass(slots=True)
@@ -318,7 +352,10 @@ class Answer:
 def fold(events: list[Event]) -> Result:
     """Fold a stream back into a whole result (used for metering and tests)."""
     text: list[str] = []
+    refusal: list[str] = []
+    annotations: list[dict[str, Any]] = []
     thoughts: list[Thinking] = []
+    items: list[Block] = []
     calls: dict[int, ToolCall] = {}
     finish = Finish(FinishReason.UNKNOWN)
     usage = Usage()
@@ -329,17 +366,24 @@ def fold(events: list[Event]) -> Result:
                 thoughts.append(Thinking("", format=ev.format))
             _add_thinking(thoughts[-1], ev)
         elif isinstance(ev, TextDelta):
-            text.append(ev.text)
+            (refusal if ev.refusal else text).append(ev.text)
+            annotations.extend([ev.annotation] if ev.annotation is not None else [])
         elif isinstance(ev, ToolCallStart):
             calls[ev.index] = ToolCall(ev.id, ev.name, "", custom=ev.custom, namespace=ev.namespace)
         elif isinstance(ev, ToolCallDelta) and ev.index in calls:
             calls[ev.index].arguments += ev.arguments
+        elif isinstance(ev, ItemDone):
+            items.append(ev.block)
         elif isinstance(ev, Finish):
             finish = ev
         elif isinstance(ev, UsageReport):
             usage = ev.usage
         last = ev
-    content: list[Block] = [*thoughts, Text("".join(text))] if text else [*thoughts]
+    content: list[Block] = [*thoughts, *items]
+    if text or annotations:
+        content.append(Text("".join(text), annotations=annotations or None))
+    if refusal:
+        content.append(Text("".join(refusal), refusal=True))
     content.extend(calls[i] for i in sorted(calls))
     return Result(content=content, finish_reason=finish.reason, usage=usage, stop_sequence=finish.stop_sequence)
 

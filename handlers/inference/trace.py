@@ -37,7 +37,8 @@ class Trace:
     usage_estimated: bool = False
     cost: str | None = None
     omitted_tools: list[str] = field(default_factory=list)  # hosted tools the answering upstream was not offered
-    left_out: list[str] = field(default_factory=list)  # what it was not sent, in words, for the decision record
+    # What the upstream was not sent, and what its answer had that the caller's format has no place for, in words
+    left_out: list[str] = field(default_factory=list)
     paid_by: object | None = None  # the lease its cost was settled into: the record is written with that charge
     started: float = field(default_factory=time.perf_counter)
 

@@ -43,6 +43,11 @@ COOLDOWNS = Counter("specway_cooldowns", "Times an upstream was put in cooldown"
 HOLDS = Counter("specway_holds", "Priced requests' holds, by where they were taken: on a lease in memory or in the "
                 "store directly (the end of a budget, a burst no lease covered)", ["on"])
 REFUSALS = Counter("specway_refusals", "Requests refused before any upstream call, by reason", ["reason"])
+UNREAD = Counter("specway_upstream_unread",
+                 "What an upstream sent that the gateway did not carry: an event type its format's reader does not "
+                 "know (what: event) or a message part (what: part), or an output item the caller's format has no "
+                 "place for (what: item)",
+                 ["format", "what", "type"])
 
 _REFUSAL_CODES = {codes.RATE_LIMIT_EXCEEDED.name: "rate_limit", codes.BUDGET_EXCEEDED.name: "budget",
                   codes.INSUFFICIENT_CREDIT.name: "credit"}

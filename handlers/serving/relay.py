@@ -20,7 +20,7 @@ from handlers.administration.auth import Principal
 from handlers.edge.responses import json_response, sse_response
 from handlers.errors import ApiError
 from handlers.inference import routing, tokens
-from handlers.inference.canonical import Answer, Event, Request, TextDelta, UsageReport
+from handlers.inference.canonical import Answer, Event, ItemDone, Request, Result, TextDelta, Unknown, UsageReport
 from handlers.inference.catalog import Model
 from handlers.inference.formats.base import CallerFormat, Traits
 from handlers.inference.routing import Plan
@@ -46,10 +46,30 @@ async def relay(principal: Principal, req: Request, wire: CallerFormat) -> Respo
         if req.stream:
             return await _stream(life, req, wire, traits, estimate)
         result, model = await life.attempt(lambda up, m: up.complete(req, m.name, traits(m)))
+    _report_items(life, req, result)
     await life.settle(model, result.usage, len(result.text()))
     _log_content(gw, req, result.text())
     answer = Answer(life.plan.id, model.id, int(time.time()), estimate)
     return json_response(wire.render(result, answer, req), headers=life.headers())
+
+
+def _report_items(life: Lifecycle, req: Request, result: Result) -> None:
+    for block in result.content:
+        if isinstance(block, Unknown):
+            _left_out(life, req, block)
+
+
+def _left_out(life: Lifecycle, req: Request, block: Unknown) -> None:
+    """An upstream's output item that canonical does not model reaches a caller of its own format as it is; the
+    caller's format has no place for another format's: left out, and said so (the decision record, a warning, the
+    specway_upstream_unread metric), never dropped unseen."""
+    if block.format == req.format:
+        return
+    kind = block.data.get("type")
+    kind = kind[:64] if isinstance(kind, str) else "unknown"
+    life.trace.left_out.append(f"answer item {kind}: the {req.format} format has no place for {block.format}'s own")
+    metrics.UNREAD.labels(block.format, "item", kind).inc()
+    log.warning("left out of a %s answer: a %s item %s (decision %s)", req.format, block.format, kind, life.plan.id)
 
 
 def traits_for(gw: gateway.Gateway, plan: Plan) -> Callable[[Model], Traits]:
@@ -107,6 +127,8 @@ async def _stream(life: Lifecycle, req: Request, wire: CallerFormat, traits: Cal
                     chars += len(ev.text)
                     if chars <= _LOGGED_CHARS:
                         texts.append(ev.text)
+                elif isinstance(ev, ItemDone):
+                    _left_out(life, req, ev.block)
                 chunk = renderer.event(ev)
                 if chunk:
                     yield chunk

@@ -13,6 +13,7 @@ from handlers.errors import ApiError, bad_request, unsupported
 from handlers.inference.canonical import (
     AnyTool,
     CustomTool,
+    Document,
     HostedTool,
     Block,
     CacheMark,
@@ -20,6 +21,10 @@ from handlers.inference.canonical import (
     Finish,
     FinishReason,
     Format,
+    Image,
+    ItemDone,
+    ItemProgress,
+    ItemStart,
     Request,
     Text,
     TextDelta,
@@ -216,8 +221,39 @@ def blocks(content: Any, param: str, readers: Mapping[str, PartReader], fmt: For
             raise bad_request(f"{where} must be an object with a type", where)
         kind = part.get("type")
         reader = readers.get(kind) if isinstance(kind, str) else None
-        out.extend(reader(part, where) if reader else [Unknown(part, fmt)])
+        out.extend(placed(reader(part, where) if reader else [Unknown(part, fmt)], where))
     return out
+
+
+def placed(found: list[Block], where: str) -> list[Block]:
+    """The blocks read from the caller's part at `where`, each that an upstream may refuse knowing its place."""
+    for block in found:
+        if isinstance(block, Image | Document | Unknown) and block.where is None:
+            block.where = where
+    return found
+
+
+# The field of a caller's part that holds an image's or a document's URL, file id or data, by the caller's format.
+_LEAVES: Mapping[tuple[Format, str, str], str] = {
+    ("responses", "image", "url"): "image_url", ("responses", "image", "file_id"): "file_id",
+    ("responses", "document", "url"): "file_url", ("responses", "document", "file_id"): "file_id",
+    ("responses", "document", "data"): "file_data",
+    ("chat", "image", "url"): "image_url.url", ("chat", "document", "file_id"): "file.file_id",
+    ("chat", "document", "data"): "file.file_data",
+    ("messages", "image", "url"): "source.url", ("messages", "image", "file_id"): "source.file_id",
+    ("messages", "document", "url"): "source.url", ("messages", "document", "file_id"): "source.file_id",
+    ("messages", "document", "data"): "source.data",
+}  # fmt: skip
+
+
+def block_param(block: Image | Document | Unknown, caller: Format, field: str | None, fallback: str) -> str:
+    """The param a refusal of `block` names: its place in the caller's request, down to the part's `field` ("url",
+    "file_id", "data") in the caller's words; `fallback` for a block the caller did not send as a part."""
+    if block.where is None:
+        return fallback
+    kind = "image" if isinstance(block, Image) else "document"
+    leaf = _LEAVES.get((caller, kind, field)) if field else None
+    return f"{block.where}.{leaf}" if leaf else block.where
 
 
 def text_part(part: dict[str, Any], where: str) -> list[Block]:
@@ -374,6 +410,15 @@ class StreamState:
     def on_thinking(self, ev: ThinkingDelta) -> bytes:
         return b""  # a format with no place for reasoning in its stream
 
+    def on_item_start(self, ev: ItemStart) -> bytes:
+        return b""  # another format's own item (a format relays its own)
+
+    def on_item_progress(self, ev: ItemProgress) -> bytes:
+        return b""
+
+    def on_item(self, ev: ItemDone) -> bytes:
+        return b""  # another format's own item: the relay reports it as left out (a format relays its own)
+
     def on_finish(self, ev: Finish) -> bytes:
         self.reason = ev.reason
         self.stop_sequence = ev.stop_sequence
@@ -389,6 +434,9 @@ _ON: dict[type, str] = {
     ThinkingDelta: "on_thinking",
     ToolCallStart: "on_call_start",
     ToolCallDelta: "on_call_delta",
+    ItemStart: "on_item_start",
+    ItemProgress: "on_item_progress",
+    ItemDone: "on_item",
     Finish: "on_finish",
     UsageReport: "on_usage",
 }

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from handlers.inference.canonical import Answer, Block, Request, Result, Thinking, ToolCall
+from handlers.inference.canonical import Answer, Block, Request, Result, Text, Thinking, ToolCall
 from handlers.inference.formats.chat.vocabulary import FINISH_REASONS, THINKING_GAP, VOCABULARY, usage
 
 
 def render(result: Result, answer: Answer, request: Request) -> dict[str, Any]:
     calls = [call(block) for block in result.content if isinstance(block, ToolCall)]
-    text = result.text()
-    message: dict[str, Any] = {"role": "assistant", "content": text if text or not calls else None, "refusal": None}
+    text = "".join(block.text for block in result.content if isinstance(block, Text) and not block.refusal)
+    refusal = "".join(block.text for block in result.content if isinstance(block, Text) and block.refusal) or None
+    content = text if text or not (calls or refusal) else None
+    message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": refusal}
     reasoning = reasoning_text(result.content)
     if reasoning:
         message["reasoning_content"] = reasoning

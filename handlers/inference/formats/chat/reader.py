@@ -35,9 +35,12 @@ def upstream_result(payload: dict[str, Any]) -> Result:
     reasoning = _reasoning(message)
     if reasoning:
         content.append(Thinking(reasoning, format="chat"))
-    text = _text(message.get("content")) or message.get("refusal")
+    text = _text(message.get("content"))
     if text:
         content.append(Text(text))
+    refusal = message.get("refusal")
+    if isinstance(refusal, str) and refusal:
+        content.append(Text(refusal, refusal=True))
     for tool_call in message.get("tool_calls") or []:
         content.append(_call(tool_call))
     return Result(
@@ -94,9 +97,10 @@ class UpstreamReader:
             reasoning = _reasoning(delta)
             if reasoning:
                 events.append(ThinkingDelta(reasoning, format="chat"))
-            text = delta.get("content") or delta.get("refusal")
-            if text:
+            if text := delta.get("content"):
                 events.append(TextDelta(text))
+            if refusal := delta.get("refusal"):
+                events.append(TextDelta(refusal, refusal=True))
             for tool_call in delta.get("tool_calls") or []:
                 events.extend(self._tool_call(tool_call))
             if choice.get("finish_reason"):

@@ -46,7 +46,7 @@ class StreamRenderer(StreamState):
         return sse({"error": err.body()["error"]})
 
     def on_text(self, ev: TextDelta) -> bytes:
-        return self._chunk({"content": ev.text}) if ev.text else b""
+        return self._chunk({"refusal" if ev.refusal else "content": ev.text}) if ev.text else b""
 
     def on_thinking(self, ev: ThinkingDelta) -> bytes:
         if not ev.text:

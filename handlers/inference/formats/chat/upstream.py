@@ -28,6 +28,7 @@ from handlers.inference.formats.base import Traits, UpstreamOptions
 from handlers.inference.formats.chat.vocabulary import THINKING_GAP, VOCABULARY
 from handlers.inference.formats.common import (
     OPENAI_CHOICES,
+    block_param,
     merge_extra,
     passthrough_body,
     present,
@@ -162,24 +163,26 @@ def _part(block: Block, fmt: Format) -> dict[str, Any] | None:
     if isinstance(block, Text):
         return {"type": "text", "text": block.text}
     if isinstance(block, Image):
-        return _image(block)
+        return _image(block, fmt)
     if isinstance(block, Document):
         return _document(block, fmt)
     if isinstance(block, Unknown):
         if block.format != "chat":
             kind = block.data.get("type")
-            raise unsupported(str(kind or "content"), KIND, "Chat Completions has no such content part")
+            raise unsupported(block_param(block, fmt, None, str(kind or "content")), KIND,
+                              f"Chat Completions has no such content part ({kind})")
         return block.data
     return None  # thinking, tool calls and results have places of their own
 
 
-def _image(block: Image) -> dict[str, Any]:
+def _image(block: Image, fmt: Format) -> dict[str, Any]:
     if block.url is not None:
         url = block.url
     elif block.data is not None:
         url = write_data_url(block.media_type, block.data)
     else:
-        raise unsupported("image.file_id", KIND, "Chat Completions takes an image's URL or data, not a file id")
+        raise unsupported(block_param(block, fmt, "file_id", "image.file_id"), KIND,
+                          "Chat Completions takes an image's URL or data, not a file id")
     return {"type": "image_url", "image_url": {"url": url, **present(detail=block.detail)}}
 
 
@@ -191,9 +194,11 @@ def _document(block: Document, fmt: Format) -> dict[str, Any]:
         return {"type": "file", "file": {"filename": name, "file_data": write_data_url(media_type, data)}}
     if block.file_id is not None:
         if fmt != "responses":  # a Responses caller's file is an OpenAI file; another provider's is unknown here
-            raise unsupported("document.file_id", KIND, "the file was uploaded to another provider")
+            raise unsupported(block_param(block, fmt, "file_id", "document.file_id"), KIND,
+                              "the file was uploaded to another provider")
         return {"type": "file", "file": {"file_id": block.file_id, **present(filename=block.filename)}}
-    raise unsupported("document.url", KIND, "Chat Completions takes a file's data or id, not its URL")
+    raise unsupported(block_param(block, fmt, "url", "document.url"), KIND,
+                      "Chat Completions takes a file's data or id, not its URL")
 
 
 def _content(parts: list[dict[str, Any]]) -> str | list[dict[str, Any]] | None:

@@ -36,6 +36,7 @@ from handlers.inference.formats.common import (
     opt_int,
     opt_str_list,
     hosted_tool,
+    placed,
     read_cache_control,
     required_str,
     string_field,
@@ -169,7 +170,7 @@ def _part(part: Any, where: str) -> list[Block]:
         raise bad_request(f"{where} must be an object with a type", where)
     kind = part.get("type")
     reader = _PARTS.get(kind) if isinstance(kind, str) else None
-    return reader(part, where) if reader else [Unknown(part, "messages")]
+    return placed(reader(part, where) if reader else [Unknown(part, "messages")], where)
 
 
 def cache_mark(part: dict[str, Any], where: str) -> CacheMark | None:

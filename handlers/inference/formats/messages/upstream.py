@@ -24,7 +24,7 @@ from handlers.inference.canonical import (
     Unknown,
 )
 from handlers.inference.formats.base import Traits, UpstreamOptions
-from handlers.inference.formats.common import passthrough_body, present, refuse_untranslatable, tool_input
+from handlers.inference.formats.common import block_param, passthrough_body, present, refuse_untranslatable, tool_input
 from handlers.inference.formats.tools import INPUT, Crossing
 from handlers.inference.formats.messages.vocabulary import (
     CHOICE_TYPES,
@@ -295,7 +295,8 @@ def _thinking(block: Thinking) -> dict[str, Any] | None:
 def _unknown(block: Unknown) -> dict[str, Any]:
     if block.format != "messages":
         kind = block.data.get("type")
-        raise unsupported(str(kind or "content"), KIND, f"a {block.format} content part with no Anthropic word")
+        raise unsupported(block_param(block, block.format, None, str(kind or "content")), KIND,
+                          f"a {block.format} content part ({kind}) with no Anthropic word")
     return block.data
 
 

@@ -23,14 +23,14 @@ from handlers.inference.formats.responses.vocabulary import STATUSES, VOCABULARY
 def render(result: Result, answer: Answer, request: Request) -> dict[str, Any]:
     """The response object, echoing the request's settings as OpenAI does (instructions, temperature, tools...).
 
-    Output items follow the content's order: reasoning, then the text (one message per run of text), function calls,
-    and the items of a responses upstream we do not model, as it sent them. Without text or calls the output is one
-    empty message, so output_text is ""."""
+    Output items follow the content's order: reasoning, then the text (one message per run of text and refusals),
+    function calls, and the items of a responses upstream we do not model, as it sent them. Without text or calls the
+    output is one empty message, so output_text is ""."""
     output: list[dict[str, Any]] = []
     last: Block | None = None  # the last block that made or extended an item
     for block in result.content:
         if isinstance(block, Text) and isinstance(last, Text):
-            output[-1]["content"][0]["text"] += block.text
+            add_text(output[-1]["content"], block)
         elif (item := _item(block, answer, output)) is not None:
             output.append(item)
         else:
@@ -41,9 +41,22 @@ def render(result: Result, answer: Answer, request: Request) -> dict[str, Any]:
     return response(answer, output, result.finish_reason, result.usage, request)
 
 
+def add_text(parts: list[dict[str, Any]], block: Text) -> None:
+    """Text after text in one message: the same part, or a part of its own for a refusal after text (or text after a
+    refusal) and for text with annotations (their indexes count from the start of their part)."""
+    kind, field = ("refusal", "refusal") if block.refusal else ("output_text", "text")
+    last = parts[-1] if parts else None
+    if last is not None and last["type"] == kind and not block.annotations:
+        last[field] += block.text
+    else:
+        parts.append(refusal_part(block.text) if block.refusal else part(block.text, block.annotations))
+
+
 def _item(block: Block, answer: Answer, output: list[dict[str, Any]]) -> dict[str, Any] | None:
-    if isinstance(block, Text) and block.text:
-        return message(message_id(answer, output), block.text, "completed")
+    if isinstance(block, Text) and (block.text or block.annotations):
+        item = message(message_id(answer, output), "", "completed") | {"content": []}
+        add_text(item["content"], block)
+        return item
     if isinstance(block, ToolCall):
         n = sum(1 for item in output if item["type"] in CALLS)
         return call(f"fc_{answer.decision_id}_{n}", block, block.arguments, "completed")
@@ -80,14 +93,17 @@ def response(
         "output": output,
         "output_text": "".join(
             part["text"] for item in output if item["type"] == "message" for part in item["content"]
+            if part["type"] == "output_text"
         ),
         "parallel_tool_calls": True,
         "temperature": None,
         "tool_choice": "auto",
         "tools": [],
         "top_p": None,
-        "usage": None if usage is None else render_usage(usage),
+        "text": {"format": {"type": "text"}},
     }
+    if usage is not None:  # OpenAI's schema has no null usage: an answer in progress has none yet
+        body["usage"] = render_usage(usage)
     return body | _echo(request)
 
 
@@ -99,13 +115,40 @@ def _echo(request: Request) -> dict[str, Any]:
         "max_output_tokens": request.max_tokens,
     }
     if request.format == "responses":  # tools and tool_choice of another format would not fit the Response type
-        echo["tools"] = [tool.raw for tool in request.tools or []]
+        echo |= {key: request.body[key] for key in _ECHOED if request.body.get(key) is not None}
+        echo["tools"] = [echo_tool(tool.raw) for tool in request.tools or []]
+        echo["text"] = _text_echo(request.body.get("text"))
         choice = request.tool_choice
         if choice is not None and choice.raw is not None:
             echo["tool_choice"] = choice.raw
         if choice is not None and choice.parallel is not None:
             echo["parallel_tool_calls"] = choice.parallel
     return echo
+
+
+# The request's fields a Response object repeats as they were sent.
+_ECHOED = ("metadata", "reasoning", "max_tool_calls", "truncation", "user", "safety_identifier", "prompt_cache_key",
+           "top_logprobs")
+
+
+def echo_tool(raw: Any) -> Any:
+    """A tool as the caller wrote it, with the fields OpenAI's schema requires of an answer's tool and the caller may
+    leave out: a function's strict and parameters (null: not said), in a namespace too."""
+    if not isinstance(raw, dict):
+        return raw
+    kind = raw.get("type")
+    if kind == "function":
+        return {"strict": None, "parameters": None} | raw
+    if kind == "namespace" and isinstance(raw.get("tools"), list):
+        return raw | {"tools": [echo_tool(member) for member in raw["tools"]]}
+    return raw
+
+
+def _text_echo(sent: Any) -> dict[str, Any]:
+    """The request's text settings as sent (format {type: text} when it set none): clients read structured output
+    by the format echoed."""
+    sent = {key: value for key, value in sent.items() if value is not None} if isinstance(sent, dict) else {}
+    return {"format": {"type": "text"}} | sent
 
 
 CALLS = frozenset({"function_call", "custom_tool_call"})
@@ -128,8 +171,12 @@ def message(item_id: str, text: str, status: str) -> dict[str, Any]:
     return {"id": item_id, "type": "message", "status": status, "role": "assistant", "content": [part(text)]}
 
 
-def part(text: str) -> dict[str, Any]:
-    return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+def part(text: str, annotations: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    return {"type": "output_text", "text": text, "annotations": annotations or [], "logprobs": []}
+
+
+def refusal_part(text: str) -> dict[str, Any]:
+    return {"type": "refusal", "refusal": text}
 
 
 def call(item_id: str, block: ToolCall | ToolCallStart, arguments: str, status: str) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -10,6 +11,9 @@ from handlers.inference.canonical import (
     Event,
     Finish,
     FinishReason,
+    ItemDone,
+    ItemProgress,
+    ItemStart,
     Result,
     Text,
     TextDelta,
@@ -24,6 +28,9 @@ from handlers.inference.canonical import (
 from handlers.inference.formats.base import UpstreamFault
 from handlers.inference.formats.common import json_object, opt_int, str_or_empty, str_or_none
 from handlers.inference.formats.responses.vocabulary import INCOMPLETE, read_usage
+from handlers.observability import metrics
+
+log = logging.getLogger("specway.responses")
 
 # Error codes of a failed response (ResponseError.code) that are the request's fault; the rest are the upstream's.
 _CALLER_CODES = frozenset({"bio_policy", "misalignment_policy_violation", "empty_image_file", "failed_to_download_image",
@@ -32,6 +39,7 @@ _QUOTA_CODES = {"rate_limit_exceeded": "rate_limit_error", "insufficient_quota":
 
 
 _CALLS = frozenset({"function_call", "custom_tool_call"})  # items that are tool calls of the caller's tools
+_PARTS = frozenset({"output_text", "refusal", "text"})  # a message's parts (text: some compatible servers')
 
 
 def _arguments_of(item: dict[str, Any]) -> str:
@@ -58,7 +66,7 @@ def upstream_result(payload: dict[str, Any]) -> Result:
 def _blocks(item: dict[str, Any]) -> list[Block]:
     kind = item.get("type")
     if kind == "message":
-        return [Text(text) for part in item.get("content") or [] if (text := _part_text(part))]
+        return [text for part in item.get("content") or [] if (text := _part(part)) is not None]
     if kind in _CALLS:
         return [ToolCall(str_or_empty(item.get("call_id")), str_or_empty(item.get("name")), _arguments_of(item),
                          custom=kind == "custom_tool_call", namespace=str_or_none(item.get("namespace")))]
@@ -66,6 +74,20 @@ def _blocks(item: dict[str, Any]) -> list[Block]:
         return [Thinking(_reasoning_text(item), encrypted=item.get("encrypted_content"), id=item.get("id"),
                          format="responses")]  # fmt: skip
     return [Unknown(item, "responses")]  # built-in tool calls and the like, for a Responses caller
+
+
+def _part(part: Any) -> Text | None:
+    """An output_text part with its annotations, or a refusal part; None for an empty one. A part of another type
+    with no text (none that OpenAI's spec lists) is counted and logged as unread."""
+    text = _part_text(part)
+    annotations = part.get("annotations") if isinstance(part, dict) else None
+    if not text and not annotations:
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind not in _PARTS:
+            _unknown(f"message part {kind}" if isinstance(kind, str) else "message part", "part")
+        return None
+    refusal = part.get("type") == "refusal"
+    return Text(text, refusal=refusal, annotations=annotations if isinstance(annotations, list) and annotations else None)
 
 
 def _part_text(part: Any) -> str:
@@ -116,20 +138,30 @@ def _error_type(error: dict[str, Any]) -> str:
 class UpstreamReader:
     """Turns a Responses event stream into canonical events, until response.completed (or response.incomplete).
 
-    Text, function-call arguments and reasoning summaries come as deltas; an item's done event fills in what came
-    without them (and brings a reasoning item's encrypted content). Tool calls are keyed by their output index."""
+    Text, refusals, function-call arguments, custom tool input and reasoning summaries come as deltas; an item's done
+    event fills in what came without them (and brings a reasoning item's encrypted content); an item canonical does
+    not model opens (ItemStart), tells its own events (ItemProgress) and comes whole with its done event (ItemDone),
+    for a Responses caller. Every event type OpenAI's spec lists is in HANDLED or
+    IGNORED; any other is counted and logged (specway_upstream_unread), and loses nothing the done events carry.
+    Tool calls are keyed by their output index."""
 
     def __init__(self) -> None:
         self.done = False
         self._calls: dict[int, bool] = {}  # output index of each function call -> its arguments came as deltas
         self._said: set[str] = set()  # items whose text or summary came as deltas
+        self._annotated: set[str] = set()  # messages whose annotations came as events
         self._summaries: dict[str, int] = {}  # reasoning item -> the summary part its deltas are in
 
     def read(self, event: str, data: str) -> list[Event]:
         payload = json_object(data)
         kind = payload.get("type")
-        handler = _HANDLERS.get(kind if isinstance(kind, str) else event)
-        return handler(self, payload) if handler else []
+        kind = kind if isinstance(kind, str) else event
+        handler = HANDLED.get(kind)
+        if handler is not None:
+            return handler(self, payload)
+        if kind not in IGNORED:
+            _unknown(kind)
+        return []
 
     def _added(self, payload: dict[str, Any]) -> list[Event]:
         item, index = _item(payload), _index(payload)
@@ -137,7 +169,13 @@ class UpstreamReader:
             return self._call_start(index, item)
         if item.get("type") == "reasoning":  # a reasoning item opens; its id marks its thinking as OpenAI's own
             return [ThinkingDelta(id=str_or_empty(item.get("id")) or None, format="responses")]
-        return []
+        if item.get("type") == "message":
+            return []
+        return [ItemStart(Unknown(item, "responses"))]  # a built-in tool's call and the like, for a Responses caller
+
+    def _progress(self, payload: dict[str, Any]) -> list[Event]:
+        """An event of a built-in tool's item (its progress, a piece of it), for a Responses caller."""
+        return [ItemProgress({k: v for k, v in payload.items() if k != "sequence_number"}, "responses")]
 
     def _call_start(self, index: int, item: dict[str, Any]) -> list[Event]:
         """A function or custom tool call opens; its arguments (or input) may come whole with it."""
@@ -152,7 +190,15 @@ class UpstreamReader:
 
     def _text(self, payload: dict[str, Any]) -> list[Event]:
         self._said.add(str_or_empty(payload.get("item_id")))
-        return [TextDelta(payload["delta"])] if str_or_empty(payload.get("delta")) else []
+        refusal = payload.get("type") == "response.refusal.delta"
+        return [TextDelta(payload["delta"], refusal=refusal)] if str_or_empty(payload.get("delta")) else []
+
+    def _annotation(self, payload: dict[str, Any]) -> list[Event]:
+        annotation = payload.get("annotation")
+        if not isinstance(annotation, dict):
+            return []
+        self._annotated.add(str_or_empty(payload.get("item_id")))
+        return [TextDelta("", annotation=annotation)]
 
     def _arguments(self, payload: dict[str, Any]) -> list[Event]:
         index = _index(payload)
@@ -180,23 +226,39 @@ class UpstreamReader:
         return [ThinkingDelta(text, id=item_id or None, format="responses")]
 
     def _item_done(self, payload: dict[str, Any]) -> list[Event]:
-        item, index = _item(payload), _index(payload)
-        kind, item_id = item.get("type"), str_or_empty(item.get("id"))
-        if kind in _CALLS:
-            events = [] if index in self._calls else self._call_start(index, item)
-            if not self._calls[index] and (arguments := _arguments_of(item)):
-                events.append(ToolCallDelta(index, arguments))
-            return events
-        if kind == "reasoning":
-            text = "" if item_id in self._said else _reasoning_text(item)
-            encrypted = item.get("encrypted_content")
-            if not text and not isinstance(encrypted, str):
-                return []
-            return [ThinkingDelta(text, encrypted=encrypted, id=item_id or None, format="responses")]
-        if kind == "message" and item_id not in self._said:
-            text = "".join(_part_text(part) for part in item.get("content") or [])
-            return [TextDelta(text)] if text else []
-        return []
+        item = _item(payload)
+        reader = _DONE.get(str_or_empty(item.get("type")))
+        if reader is None:  # a built-in tool's call and the like: whole, for a Responses caller
+            return [ItemDone(Unknown(item, "responses"))]
+        return reader(self, item, _index(payload))
+
+    def _call_done(self, item: dict[str, Any], index: int) -> list[Event]:
+        events = [] if index in self._calls else self._call_start(index, item)
+        if not self._calls[index] and (arguments := _arguments_of(item)):
+            events.append(ToolCallDelta(index, arguments))
+        return events
+
+    def _reasoning_done(self, item: dict[str, Any], index: int) -> list[Event]:
+        item_id = str_or_empty(item.get("id"))
+        text = "" if item_id in self._said else _reasoning_text(item)
+        encrypted = item.get("encrypted_content")
+        if not text and not isinstance(encrypted, str):
+            return []
+        return [ThinkingDelta(text, encrypted=encrypted, id=item_id or None, format="responses")]
+
+    def _message_done(self, item: dict[str, Any], index: int) -> list[Event]:
+        """What of a message came without deltas: its parts' text (or refusal), its annotations."""
+        item_id = str_or_empty(item.get("id"))
+        events: list[Event] = []
+        for part in item.get("content") or []:
+            text = _part(part)
+            if text is None:
+                continue
+            if item_id not in self._said and text.text:
+                events.append(TextDelta(text.text, refusal=text.refusal))
+            if item_id not in self._annotated:
+                events += [TextDelta("", annotation=a) for a in text.annotations or [] if isinstance(a, dict)]
+        return events
 
     def _end(self, payload: dict[str, Any]) -> list[Event]:
         self.done = True
@@ -225,10 +287,32 @@ def _index(payload: dict[str, Any]) -> int:
     return opt_int(payload.get("output_index")) or 0
 
 
-_HANDLERS: dict[str, Callable[[UpstreamReader, dict[str, Any]], list[Event]]] = {
+_warned: set[str] = set()
+_TYPES_NAMED = 100  # distinct unknown types named in the metric and the log; any further one is counted as "other"
+
+
+def _unknown(kind: str, what: str = "event") -> None:
+    """An event type (or a message part) OpenAI's spec did not list when the reader was written: counted, and logged
+    once per type."""
+    if kind not in _warned and len(_warned) < _TYPES_NAMED:
+        _warned.add(kind)
+        log.warning("a responses upstream sent a %s type the reader does not know: %s", what, kind)
+    metrics.UNREAD.labels("responses", what, kind if kind in _warned else "other").inc()
+
+
+_DONE: dict[str, Callable[[UpstreamReader, dict[str, Any], int], list[Event]]] = {
+    "function_call": UpstreamReader._call_done,
+    "custom_tool_call": UpstreamReader._call_done,
+    "reasoning": UpstreamReader._reasoning_done,
+    "message": UpstreamReader._message_done,
+}
+
+# The event types read into canonical events.
+HANDLED: dict[str, Callable[[UpstreamReader, dict[str, Any]], list[Event]]] = {
     "response.output_item.added": UpstreamReader._added,
     "response.output_text.delta": UpstreamReader._text,
     "response.refusal.delta": UpstreamReader._text,
+    "response.output_text.annotation.added": UpstreamReader._annotation,
     "response.function_call_arguments.delta": UpstreamReader._arguments,
     "response.custom_tool_call_input.delta": UpstreamReader._arguments,
     "response.reasoning_summary_text.delta": UpstreamReader._summary,
@@ -238,4 +322,40 @@ _HANDLERS: dict[str, Callable[[UpstreamReader, dict[str, Any]], list[Event]]] = 
     "response.incomplete": UpstreamReader._end,
     "response.failed": UpstreamReader._failed,
     "error": UpstreamReader._error,
+    # a built-in tool's item: its progress and its pieces, relayed to a Responses caller (the item comes whole with
+    # response.output_item.done, which is all another format's caller could be told of it)
+    **{f"response.{tool}.{step}": UpstreamReader._progress for tool, steps in {
+        "web_search_call": ("in_progress", "searching", "completed"),
+        "file_search_call": ("in_progress", "searching", "completed"),
+        "code_interpreter_call": ("in_progress", "interpreting", "completed"),
+        "code_interpreter_call_code": ("delta", "done"),
+        "image_generation_call": ("in_progress", "generating", "partial_image", "completed"),
+        "mcp_call": ("in_progress", "completed", "failed"),
+        "mcp_call_arguments": ("delta", "done"),
+        "mcp_list_tools": ("in_progress", "completed", "failed"),
+        "shell_call_command": ("added", "delta", "done"),
+        "shell_call_output_content": ("delta", "done"),
+    }.items() for step in steps},
+}  # fmt: skip
+
+_WHOLE = "the whole of what its deltas carried; output_item.done fills in what came without them"
+# The event types read on purpose into nothing, and why nothing of the answer is lost with them.
+IGNORED: dict[str, str] = {
+    "response.created": "the response starts: nothing of the answer yet (its id and model are the gateway's own)",
+    "response.in_progress": "progress: nothing of the answer in it",
+    "response.queued": "progress: nothing of the answer in it",
+    "response.content_part.added": "a part opens empty; its text comes as deltas",
+    "response.content_part.done": _WHOLE,
+    "response.output_text.done": _WHOLE,
+    "response.refusal.done": _WHOLE,
+    "response.function_call_arguments.done": _WHOLE,
+    "response.custom_tool_call_input.done": _WHOLE,
+    "response.reasoning_summary_part.added": "a summary part opens empty; its deltas carry summary_index",
+    "response.reasoning_summary_part.done": _WHOLE,
+    "response.reasoning_summary_text.done": _WHOLE,
+    "response.reasoning_text.done": _WHOLE,
+    "response.audio.delta": "audio output: no Responses request asks for it (the API has no output modality field)",
+    "response.audio.done": "audio output: no Responses request asks for it",
+    "response.audio.transcript.delta": "audio output: no Responses request asks for it",
+    "response.audio.transcript.done": "audio output: no Responses request asks for it",
 }

@@ -185,7 +185,7 @@ def _input(value: str | Input) -> tuple[list[str], list[Text] | None, list[Messa
             as_parts = as_parts or isinstance(item.content, list)
             continue
         reader = _ITEMS.get(kind) if isinstance(kind, str) else None
-        _append(out, reader(item, where) if reader else _unknown_item(item))
+        _append(out, reader(item, where) if reader else _unknown_item(item, where))
     return system, parts if as_parts else None, out
 
 
@@ -239,10 +239,10 @@ def _reasoning(item: ResponsesInputItem, where: str) -> Message:
     return Message("assistant", [thought])
 
 
-def _unknown_item(item: ResponsesInputItem) -> Message:
+def _unknown_item(item: ResponsesInputItem, where: str) -> Message:
     """Built-in tool calls, item references and the like: kept whole for a same-format upstream, in the assistant
     turn."""
-    return Message("assistant", [Unknown(item.model_dump(exclude_unset=True), "responses")])
+    return Message("assistant", [Unknown(item.model_dump(exclude_unset=True), "responses", where)])
 
 
 _ITEMS: dict[str, Callable[[ResponsesInputItem, str], Message]] = {

@@ -5,7 +5,17 @@ from __future__ import annotations
 from typing import Any
 
 from handlers.errors import ApiError
-from handlers.inference.canonical import Answer, Request, TextDelta, ThinkingDelta, ToolCallDelta, ToolCallStart
+from handlers.inference.canonical import (
+    Answer,
+    ItemDone,
+    ItemProgress,
+    ItemStart,
+    Request,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallDelta,
+    ToolCallStart,
+)
 from handlers.inference.formats.common import StreamState, sse
 from handlers.inference.formats.responses.answer import (
     ANSWERING,
@@ -15,14 +25,18 @@ from handlers.inference.formats.responses.answer import (
     part,
     reasoning,
     reasoning_id,
+    refusal_part,
     response,
     summary,
 )
 
+_DELTAS = {"output_text": "response.output_text.delta", "refusal": "response.refusal.delta"}
+
 
 class StreamRenderer(StreamState):
-    """One output item is open at a time: a reasoning item, a message or a function call, each added, filled and
-    done in turn; response.completed comes last, with the output as a whole answer would have it."""
+    """One output item is open at a time: a reasoning item, a message (its parts, output_text or refusal, one at a
+    time) or a function call, each added, filled and done in turn; an item of a responses upstream we do not model
+    is added and done whole; response.completed comes last, with the output as a whole answer would have it."""
 
     def __init__(self, answer: Answer, request: Request) -> None:
         super().__init__()
@@ -31,9 +45,12 @@ class StreamRenderer(StreamState):
         self._seq = 0
         self._output: list[dict[str, Any]] = []  # every item added, updated in place until it is done
         self._open: dict[str, Any] | None = None  # the open item, always the last of _output
-        self._pieces: list[str] = []  # the open message's text, or the open reasoning item's summary
+        self._pieces: list[str] = []  # the open message part's text, or the open reasoning item's summary
+        self._part: str | None = None  # the open message part's type (output_text, refusal), None when none is
+        self._annotations: list[dict[str, Any]] = []  # the open output_text part's
         self._calls: dict[int, tuple[int, dict[str, Any]]] = {}  # canonical index -> (output index, item)
         self._thought: str | None = None  # the open reasoning item's id when OpenAI made it (it may come back)
+        self._relayed: dict[str, int] = {}  # the upstream's items we do not model, by id -> their output index
 
     def start(self) -> bytes:
         created = {"response": response(self._answer, [], None, None, self._request)}
@@ -41,8 +58,8 @@ class StreamRenderer(StreamState):
 
     def finish(self) -> bytes:
         out = self._close()
-        if not any(item["type"] in ANSWERING for item in self._output):
-            out += self._open_message() + self._close()  # no text and no call: an empty message, so output_text is ""
+        if not any(item["type"] in ANSWERING for item in self._output):  # an empty message, so output_text is ""
+            out += self._open_message() + self._open_part("output_text") + self._close()
         done = response(self._answer, self._output, self.reason, self.usage, self._request)
         return out + self._frame("response.completed", {"response": done})
 
@@ -52,15 +69,54 @@ class StreamRenderer(StreamState):
         return self._frame("error", body)
 
     def on_text(self, ev: TextDelta) -> bytes:
-        if not ev.text:
+        if not ev.text and ev.annotation is None:
             return b""
+        kind = "refusal" if ev.refusal else "output_text"
         out = b""
         if self._open is None or self._open["type"] != "message":
             out = self._close() + self._open_message()
+        if self._part != kind:
+            out += self._close_part() + self._open_part(kind)
+        if ev.annotation is not None:
+            return out + self._annotate(ev.annotation)
         self._pieces.append(ev.text)
-        return out + self._frame(
-            "response.output_text.delta", {**self._at(), "content_index": 0, "delta": ev.text, "logprobs": []}
-        )
+        at = {**self._at(), "content_index": self._index()}
+        return out + self._frame(_DELTAS[kind], at | ({"logprobs": []} if kind == "output_text" else {}) |
+                                 {"delta": ev.text})
+
+    def _annotate(self, annotation: dict[str, Any]) -> bytes:
+        self._annotations.append(annotation)
+        at = {**self._at(), "content_index": self._index(), "annotation_index": len(self._annotations) - 1}
+        return self._frame("response.output_text.annotation.added", {**at, "annotation": annotation})
+
+    def on_item_start(self, ev: ItemStart) -> bytes:
+        """A responses upstream's item we do not model (web_search_call ...) opens; its events and its done follow
+        (another format's item is left out: the relay reports it)."""
+        if ev.block.format != "responses":
+            return b""
+        out = self._close()
+        item = self._add(dict(ev.block.data))
+        self._open = None  # never the open item: its own events fill it
+        self._relayed[str(item.get("id"))] = index = len(self._output) - 1
+        return out + self._frame("response.output_item.added", {"output_index": index, "item": item})
+
+    def on_item_progress(self, ev: ItemProgress) -> bytes:
+        index = self._relayed.get(str(ev.data.get("item_id"))) if ev.format == "responses" else None
+        if index is None:  # an event of an item that never opened here: its done brings it whole
+            return b""
+        fields = {k: v for k, v in ev.data.items() if k != "type"}
+        return self._frame(str(ev.data.get("type")), {**fields, "output_index": index})
+
+    def on_item(self, ev: ItemDone) -> bytes:
+        if ev.block.format != "responses":
+            return b""
+        index = self._relayed.get(str(ev.block.data.get("id")))
+        out = b""
+        if index is None:  # done without its added: added and done at once
+            out = self.on_item_start(ItemStart(ev.block))
+            index = len(self._output) - 1
+        self._output[index] = ev.block.data
+        return out + self._frame("response.output_item.done", {"output_index": index, "item": ev.block.data})
 
     def on_thinking(self, ev: ThinkingDelta) -> bytes:
         """Thinking is a reasoning item whose summary streams; OpenAI's own (format "responses") keeps its id and
@@ -97,8 +153,32 @@ class StreamRenderer(StreamState):
 
     def _open_message(self) -> bytes:
         item = self._add({**message(message_id(self._answer, self._output), "", "in_progress"), "content": []})
-        added = self._frame("response.output_item.added", {"output_index": len(self._output) - 1, "item": item})
-        return added + self._frame("response.content_part.added", {**self._at(), "content_index": 0, "part": part("")})
+        return self._frame("response.output_item.added", {"output_index": len(self._output) - 1, "item": item})
+
+    def _open_part(self, kind: str) -> bytes:
+        self._part, self._pieces, self._annotations = kind, [], []
+        empty = part("") if kind == "output_text" else refusal_part("")
+        return self._frame("response.content_part.added", {**self._at(), "content_index": self._index(), "part": empty})
+
+    def _close_part(self) -> bytes:
+        """The open message part done: its whole text (or refusal), then the part itself, now in the item."""
+        if self._part is None:
+            return b""
+        assert self._open is not None
+        at, text = {**self._at(), "content_index": self._index()}, "".join(self._pieces)
+        if self._part == "refusal":
+            done, out = refusal_part(text), self._frame("response.refusal.done", {**at, "refusal": text})
+        else:
+            done = part(text, self._annotations)
+            out = self._frame("response.output_text.done", {**at, "text": text, "logprobs": []})
+        self._open["content"].append(done)
+        self._part, self._pieces = None, []
+        return out + self._frame("response.content_part.done", {**at, "part": done})
+
+    def _index(self) -> int:
+        """The open message part's content index: the parts done before it."""
+        assert self._open is not None
+        return len(self._open["content"])
 
     def _open_reasoning(self, own: str | None) -> bytes:
         n = sum(1 for item in self._output if item["type"] == "reasoning")
@@ -116,15 +196,13 @@ class StreamRenderer(StreamState):
         if self._open is None:
             return b""
         at, item = self._at(), self._open
-        self._open = None
         out = getattr(self, f"_done_{item['type']}")(at, item, "".join(self._pieces))
+        self._open = None
         return out + self._frame("response.output_item.done", {"output_index": at["output_index"], "item": item})
 
     def _done_message(self, at: dict[str, Any], item: dict[str, Any], text: str) -> bytes:
         item["status"] = "completed"
-        item["content"] = [part(text)]
-        out = self._frame("response.output_text.done", {**at, "content_index": 0, "text": text, "logprobs": []})
-        return out + self._frame("response.content_part.done", {**at, "content_index": 0, "part": item["content"][0]})
+        return self._close_part()
 
     def _done_function_call(self, at: dict[str, Any], item: dict[str, Any], text: str) -> bytes:
         item["status"] = "completed"

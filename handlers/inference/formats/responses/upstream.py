@@ -27,6 +27,7 @@ from handlers.inference.canonical import (
 from handlers.inference.formats.base import FORMATS, Traits, UpstreamOptions
 from handlers.inference.formats.common import (
     OPENAI_CHOICES,
+    block_param,
     passthrough_body,
     present,
     refuse_untranslatable,
@@ -165,16 +166,15 @@ def _part(block: Block, role: str, caller: Format) -> dict[str, Any] | None:
     if not isinstance(block, Image | Document):
         return None
     if role == "assistant":
-        raise unsupported(
-            "image" if isinstance(block, Image) else "document", KIND, "an assistant message there is text"
-        )
+        what = "image" if isinstance(block, Image) else "document"
+        raise unsupported(block_param(block, caller, None, what), KIND, "an assistant message there is text only")
     return _image(block, caller) if isinstance(block, Image) else _file(block, caller)
 
 
 def _image(block: Image, caller: Format) -> dict[str, Any]:
     part: dict[str, Any] = {"type": "input_image", "detail": block.detail or "auto"}
     if block.file_id is not None:
-        part["file_id"] = _openai_file(block.file_id, "image", caller)
+        part["file_id"] = _openai_file(block, block.file_id, caller)
     else:
         part["image_url"] = write_data_url(block.media_type, block.data) if block.data is not None else block.url
     return part
@@ -183,7 +183,7 @@ def _image(block: Image, caller: Format) -> dict[str, Any]:
 def _file(block: Document, caller: Format) -> dict[str, Any]:
     part: dict[str, Any] = {"type": "input_file"}
     if block.file_id is not None:
-        part["file_id"] = _openai_file(block.file_id, "document", caller)
+        part["file_id"] = _openai_file(block, block.file_id, caller)
     elif (data := block.base64()) is not None:  # OpenAI wants a filename with inline data
         part["file_data"] = write_data_url(block.media_type, data)
         part["filename"] = block.filename or "document" + (mimetypes.guess_extension(block.media_type or "") or "")
@@ -193,10 +193,12 @@ def _file(block: Document, caller: Format) -> dict[str, Any]:
     return part
 
 
-def _openai_file(file_id: str, what: str, caller: Format) -> str:
+def _openai_file(block: Image | Document, file_id: str, caller: Format) -> str:
     """A file id means something only to the provider it was uploaded to: OpenAI's (chat or responses callers)."""
     if caller not in ("chat", "responses"):
-        raise unsupported(f"{what} file_id", KIND, "the file was uploaded to another provider")
+        what = "image" if isinstance(block, Image) else "document"
+        raise unsupported(block_param(block, caller, "file_id", f"{what} file_id"), KIND,
+                          "the file was uploaded to another provider")
     return file_id
 
 
@@ -212,7 +214,8 @@ def _item(block: Block, custom: set[str]) -> dict[str, Any] | None:
         return _reasoning_item(block)
     if isinstance(block, Unknown):  # a part or item only the caller's format has
         kind = block.data.get("type")
-        raise unsupported(kind if isinstance(kind, str) else "content", KIND, f"it is {block.format}'s own")
+        kind = kind if isinstance(kind, str) else "content"
+        raise unsupported(block_param(block, block.format, None, kind), KIND, f"a {kind} is {block.format}'s own")
     return None
 
 
