@@ -106,6 +106,7 @@ def test_the_record_is_the_decision_the_spec_describes_and_its_json_is_unchanged
         "usage_estimated": False, "cost": "0.000123", "outcome": "ok",
         "explanation": "The request named acme/strong. acme/strong failed before answering, so the fallback acme/fast "
                        "answered.",
+        "left_out": [],
     }
     # Each object is what model_construct makes of the same values (its __dict__, fields set, extra, private).
     for built in (made, made.candidates[0], made.attempts[0], made.usage):

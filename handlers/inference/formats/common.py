@@ -23,7 +23,6 @@ from handlers.inference.canonical import (
     Request,
     Text,
     TextDelta,
-    Thinking,
     ThinkingDelta,
     Tool,
     ToolCallDelta,
@@ -106,13 +105,6 @@ def refuse_untranslatable(request: Request, kind: str, carried: Iterable[str] = 
     for field, value in request.extra.items():
         if field not in carried and not rules.droppable(field, value):
             raise unsupported(field, kind)
-
-
-def foreign_reasoning(request: Request, fmt: Format) -> int:
-    """How many reasoning blocks of `request`'s conversation another provider made (with its signature or encrypted
-    content): an upstream speaking `fmt` is not sent them."""
-    return sum(1 for m in request.messages for b in m.content if isinstance(b, Thinking) and b.format not in (None, fmt)
-               and (b.signature or b.encrypted or b.redacted))
 
 
 def json_object(data: str) -> dict[str, Any]:
