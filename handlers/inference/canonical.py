@@ -233,6 +233,9 @@ class Usage:
     output_tokens: int | None = None
     cached_input_tokens: int | None = None  # read from a prompt cache; part of input_tokens
     cache_write_tokens: int | None = None  # written to a prompt cache (Anthropic); part of input_tokens
+    # Usage fields of the upstream's own format that canonical does not model (Anthropic's server_tool_use,
+    # service_tier...), as reported, for a caller of that format.
+    native: dict[str, Any] | None = None
 
     @property
     def total_tokens(self) -> int | None:
