@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import anthropic
+import httpx
 import openai
 import pytest
 
@@ -86,21 +87,31 @@ def fixture_live(fake: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -
 class Clients:
     openai: openai.OpenAI
     anthropic: anthropic.Anthropic
+    answers: list[httpx.Response] = field(default_factory=list)  # every answer's response (headers), in order
+
+    @property
+    def headers(self) -> httpx.Headers:
+        """The headers of the last answer."""
+        return self.answers[-1].headers
 
 
 @pytest.fixture(scope="module", name="clients")
 def fixture_clients(live: Live) -> Clients:
+    answers: list[httpx.Response] = []
+    hooks = {"response": [answers.append]}
     return Clients(
         openai.OpenAI(base_url=live.url + "/v1", api_key=live.key, max_retries=0, timeout=10,
-                      http_client=openai.DefaultHttpxClient(trust_env=False)),
+                      http_client=openai.DefaultHttpxClient(trust_env=False, event_hooks=hooks)),
         anthropic.Anthropic(base_url=live.url, api_key=live.key, max_retries=0, timeout=10,
-                            http_client=anthropic.DefaultHttpxClient(trust_env=False)),
+                            http_client=anthropic.DefaultHttpxClient(trust_env=False, event_hooks=hooks)),
+        answers,
     )
 
 
 @pytest.fixture(autouse=True, name="_fresh")
-def fixture_fresh(fake: FakeUpstream) -> None:
+def fixture_fresh(fake: FakeUpstream, clients: Clients) -> None:
     fake.reset()
+    clients.answers.clear()
 
 
 # --- the caller's side: one request through the SDK, read back through its types ------------------------------------
@@ -115,6 +126,9 @@ class Got:
     stop: str  # finish_reason, stop_reason, or the response status (":" its incomplete reason)
     usage: dict[str, int | None]  # input (as the format counts it), output, cached (reads), cache_write
     reasoning: list[tuple[str, str | None]]  # (text, signature or encrypted content)
+    # (item type, namespace) of each call: a Responses caller's function_call or custom_tool_call (whose arguments
+    # in `calls` are its input text), "tool_use" or "function" elsewhere
+    shapes: list[tuple[str, str | None]] = field(default_factory=list)
 
 
 def send(c: Clients, fmt: str, stream: bool, args: dict[str, Any]) -> Got:
@@ -182,9 +196,11 @@ def _responses(c: Clients, stream: bool, args: dict[str, Any]) -> Got:
     details = u.input_tokens_details
     usage = {"input": u.input_tokens, "output": u.output_tokens, "cached": details.cached_tokens,
              "cache_write": details.cache_write_tokens}
-    calls = [(i.call_id, i.name, json.loads(i.arguments)) for i in r.output if i.type == "function_call"]
+    called = [i for i in r.output if i.type in ("function_call", "custom_tool_call")]
+    calls = [(i.call_id, i.name, i.input if i.type == "custom_tool_call" else json.loads(i.arguments)) for i in called]
     reasoning = [("".join(s.text for s in i.summary), i.encrypted_content) for i in r.output if i.type == "reasoning"]
-    return Got(r.output_text, calls, stop, usage, reasoning)
+    shapes = [(i.type, getattr(i, "namespace", None)) for i in called]
+    return Got(r.output_text, calls, stop, usage, reasoning, shapes)
 
 
 def _messages(c: Clients, stream: bool, args: dict[str, Any]) -> Got:

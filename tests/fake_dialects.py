@@ -21,7 +21,9 @@ class Reply:
     """One scripted answer. Fields left alone give the default answer."""
 
     text: str = "Hello from fake"
-    tool_calls: list[dict[str, str]] = field(default_factory=list)  # {"name", "arguments": JSON text, "id"?}
+    # {"name", "arguments": JSON text, "id"?}; Responses only: "type": "custom" (a custom_tool_call whose input is
+    # "arguments", as text), "namespace". The other dialects answer every call as a function call.
+    tool_calls: list[dict[str, str]] = field(default_factory=list)
     finish: str | None = None  # the provider's own word; default stop / end_turn, or tool_calls / tool_use
     usage: Usage | None = None  # default: counted from the words
     status: int = 200
@@ -38,6 +40,9 @@ class Reply:
     # joined by a blank line. Anthropic: one thinking block of the parts so joined, signed with `signature`.
     reasoning: list[str] | None = None
     signature: str = "sig-fake"  # Anthropic: the thinking block's signature (no signature_delta when empty)
+    # Anthropic: usage fields of its own (service_tier, server_tool_use ...), in the whole answer's usage and
+    # message_start's; server_tool_use also in message_delta's.
+    native_usage: dict[str, Any] = field(default_factory=dict)
 
 
 
@@ -146,13 +151,14 @@ def _chat_error(reply: Reply) -> dict[str, Any]:
 # --- Anthropic Messages -------------------------------------------------------------------------------------------
 
 
-def _messages_usage(usage: Usage, output: int | None = None) -> dict[str, Any]:
+def _messages_usage(usage: Usage, reply: Reply, output: int | None = None) -> dict[str, Any]:
     tokens, completion, cached = usage[:3]
     return {
         "input_tokens": tokens,
         "cache_creation_input_tokens": usage[3] if len(usage) > 3 else 0,
         "cache_read_input_tokens": cached,
         "output_tokens": completion if output is None else output,
+        **reply.native_usage,
     }
 
 
@@ -176,14 +182,14 @@ def _messages_whole(reply: Reply, model: str, usage: Usage) -> dict[str, Any]:
         "content": _messages_blocks(reply),
         "stop_reason": reply.finish or ("tool_use" if reply.tool_calls else "end_turn"),
         "stop_sequence": None,
-        "usage": _messages_usage(usage),
+        "usage": _messages_usage(usage, reply),
     }
 
 
 def _messages_stream(reply: Reply, model: str, usage: Usage | None) -> list[bytes]:
     usage = usage or (0, 0, 0)
     whole = _messages_whole(reply, model, usage)
-    message = {**whole, "content": [], "stop_reason": None, "usage": _messages_usage(usage, output=1)}
+    message = {**whole, "content": [], "stop_reason": None, "usage": _messages_usage(usage, reply, output=1)}
     events: list[dict[str, Any]] = [{"type": "message_start", "message": message}]
     for index, block in enumerate(whole["content"]):
         deltas = _block_deltas(block)
@@ -193,7 +199,8 @@ def _messages_stream(reply: Reply, model: str, usage: Usage | None) -> list[byte
         events.append({"type": "content_block_stop", "index": index})
     events.insert(min(2, len(events)), {"type": "ping"})
     delta = {"stop_reason": whole["stop_reason"], "stop_sequence": None}
-    events.append({"type": "message_delta", "delta": delta, "usage": {"output_tokens": usage[1]}})
+    tools_used = {k: v for k, v in reply.native_usage.items() if k == "server_tool_use"}
+    events.append({"type": "message_delta", "delta": delta, "usage": {"output_tokens": usage[1], **tools_used}})
     events.append({"type": "message_stop"})
     return [_sse(e, e["type"]) for e in events] + [_sse(messages_error(reply), "error")]
 
@@ -241,8 +248,12 @@ def _responses_items(reply: Reply) -> list[dict[str, Any]]:
         message = {"id": "msg_fake", "type": "message", "status": "completed", "role": "assistant"}
         items.append({**message, "content": [part]})
     for i, (call_id, name, arguments) in enumerate(_calls(reply, "call_")):
-        call = {"id": f"fc_fake{i}", "type": "function_call", "status": "completed", "call_id": call_id, "name": name}
-        items.append({**call, "arguments": arguments})
+        given = reply.tool_calls[i]
+        custom = given.get("type") == "custom"
+        call = {"id": f"{'ctc' if custom else 'fc'}_fake{i}", "type": "custom_tool_call" if custom else "function_call",
+                "status": "completed", "call_id": call_id, "name": name}
+        call |= {"namespace": given["namespace"]} if given.get("namespace") else {}
+        items.append({**call, "input" if custom else "arguments": given.get("arguments", "") if custom else arguments})
     return items
 
 
@@ -302,12 +313,13 @@ def _responses_item_events(index: int, item: dict[str, Any]) -> list[dict[str, A
                        "logprobs": []})  # fmt: skip
         events.append({"type": "response.content_part.done", **at, "content_index": 0, "part": part})
     else:
-        added = {**item, "status": "in_progress", "arguments": ""}
+        field_, kind = ("input", "custom_tool_call_input") if item["type"] == "custom_tool_call" else \
+            ("arguments", "function_call_arguments")
+        added = {**item, "status": "in_progress", field_: ""}
         events = [{"type": "response.output_item.added", "output_index": index, "item": added}]
-        events += [{"type": "response.function_call_arguments.delta", **at, "delta": piece}
-                   for piece in _arg_pieces(item["arguments"])]  # fmt: skip
-        events.append({"type": "response.function_call_arguments.done", **at, "arguments": item["arguments"],
-                       "name": item["name"]})  # fmt: skip
+        events += [{"type": f"response.{kind}.delta", **at, "delta": piece}
+                   for piece in _arg_pieces(item[field_])]  # fmt: skip
+        events.append({"type": f"response.{kind}.done", **at, field_: item[field_], "name": item["name"]})
     return [*events, {"type": "response.output_item.done", "output_index": index, "item": item}]
 
 

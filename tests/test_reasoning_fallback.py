@@ -147,8 +147,8 @@ def test_unsigned_thinking_never_reaches_anthropic(live: Live, fake: FakeUpstrea
     assert "thinking" not in sent
     assert _record(live, decision)["left_out"] == [
         "1 thinking block without a signature: an anthropic upstream takes back only thinking it signed itself",
-        "thinking, for this turn: the tool loop's last assistant turn has no thinking block anthropic signed, and "
-        "anthropic refuses thinking there without one",
+        ("thinking, for this turn: the tool loop's last assistant turn has no thinking block anthropic signed, and "
+         "anthropic refuses thinking there without one"),
     ]
 
 
@@ -180,8 +180,8 @@ def test_responses_reasoning_without_encrypted_content_never_reaches_openai(live
     sent = fake.requests[-1].body["input"]
     assert sent == [item for item in given if item is not FOREIGN]
     assert _record(live, decision)["left_out"] == [
-        "1 reasoning item without encrypted content: a responses upstream takes back only reasoning items it "
-        "encrypted itself"]
+        ("1 reasoning item without encrypted content: a responses upstream takes back only reasoning items it "
+         "encrypted itself")]
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])

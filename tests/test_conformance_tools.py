@@ -1,0 +1,163 @@
+"""Conformance of the tool kinds: each caller format that can offer a kind (through its official SDK) x each upstream
+kind on the wire (openai, anthropic, responses) x whole or streamed. Function tools are test_conformance.py's tools
+round trip (every format); here:
+
+- custom tools (free-form input, with a grammar; only Responses callers offer them): the Responses upstream gets the
+  tool as written; the others a function of one string, `input`, the grammar told in its description. The call comes
+  back as a custom_tool_call with its input text, and goes back (the next turn) as the upstream's own call.
+- namespaces (Responses): flattened into functions named <namespace>__<tool> for the other kinds; the call comes back
+  as the tool's own name in its namespace.
+- hosted web search ({"type": "web_search"} from Responses, web_search_20250305 from Messages): the upstream's own
+  equivalent where it has one; else left out visibly, in the x-specway-omitted-tools header and the decision
+  record's left_out, and the caller's other tools still go.
+
+Each cell asserts what the upstream received (in its own words) and what the caller got (through the SDK's types).
+The echo kind has no wire and calls no tool: it is not a cell here.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conformance_support import (
+    MODEL,
+    Clients,
+    calls_of,
+    cells,
+    fixture_clients,  # noqa: F401  (a fixture)
+    fixture_fake,  # noqa: F401  (a fixture)
+    fixture_fresh,  # noqa: F401  (a fixture)
+    fixture_live,  # noqa: F401  (a fixture)
+    received,
+    results_of,
+    send,
+    tools_of,
+)
+from tests.conftest import Live
+from tests.fake_upstream import FakeUpstream
+
+WIRE = ("openai", "anthropic", "responses")
+PROMPT = "Add a greeting file."
+LIMIT = 64
+
+# --- custom tools ------------------------------------------------------------------------------------------------
+
+PATCH = "*** Begin Patch\n*** Add File: hello.txt\n+Hello, \"world\"! {not json}\n*** End Patch\n"
+GRAMMAR = {"syntax": "lark", "definition": 'start: "*** Begin Patch" /(.|\\n)*/ "*** End Patch"'}
+CUSTOM = {"type": "custom", "name": "apply_patch", "description": "Apply a patch to the files.",
+          "format": {"type": "grammar", **GRAMMAR}}
+ONE_STRING = {"type": "object", "properties": {"input": {"type": "string"}}, "required": ["input"],
+              "additionalProperties": False}
+
+
+def _ask(tools: list[dict[str, Any]], kind: str, items: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    given = [{"role": "user", "content": PROMPT}, *(items or [])]
+    return {"model": MODEL[kind], "input": given, "tools": tools, "max_output_tokens": LIMIT}
+
+
+def _offered(kind: str, body: dict[str, Any], name: str) -> dict[str, Any]:
+    """The one tool called `name` the upstream was offered, in its own words."""
+    tools = body.get("tools") or []
+    found = [t.get("function", t) for t in tools if t.get("function", t).get("name") == name]
+    assert len(found) == 1, tools
+    return dict(found[0])
+
+
+@pytest.mark.parametrize(("fmt", "kind", "stream"), cells(kinds=WIRE, formats=("responses",)))
+def test_custom_tool(clients: Clients, fake: FakeUpstream, fmt: str, kind: str, stream: bool) -> None:
+    own = kind == "responses"
+    call = {"id": "call_p1", "name": "apply_patch"}
+    fake.script(text="", tool_calls=[{**call, "type": "custom", "arguments": PATCH}] if own else
+                [{**call, "arguments": json.dumps({"input": PATCH})}])
+    got = send(clients, fmt, stream, _ask([CUSTOM], kind))
+    body = received(fake, kind, stream)
+    if own:
+        assert body["tools"] == [CUSTOM]
+    else:
+        assert tools_of(kind, body) == {"apply_patch": ONE_STRING}
+        told = _offered(kind, body, "apply_patch")["description"]
+        assert CUSTOM["description"] in told and GRAMMAR["definition"] in told
+    assert (got.calls, got.shapes) == ([("call_p1", "apply_patch", PATCH)], [("custom_tool_call", None)])
+
+    history = [{"type": "custom_tool_call", "call_id": "call_p1", "name": "apply_patch", "input": PATCH},
+               {"type": "custom_tool_call_output", "call_id": "call_p1", "output": "Done."}]
+    fake.script(text="Patched.")
+    again = send(clients, fmt, stream, _ask([CUSTOM], kind, history))
+    body = received(fake, kind, stream)
+    if own:
+        assert body["input"][1:] == history
+    else:
+        assert calls_of(kind, body) == [("call_p1", "apply_patch", {"input": PATCH})]
+        assert results_of(kind, body) == [("call_p1", "Done.")]
+    assert (again.text, again.calls) == ("Patched.", [])
+
+
+# --- namespaces ----------------------------------------------------------------------------------------------------
+
+ISSUE = {"type": "object", "properties": {"title": {"type": "string"}}, "required": ["title"]}
+NAMESPACE = {"type": "namespace", "name": "github", "description": "GitHub.",
+             "tools": [{"type": "function", "name": "create_issue", "description": "Open an issue.",
+                        "parameters": ISSUE, "strict": False}]}
+TITLE = {"title": "Say hello"}
+
+
+@pytest.mark.parametrize(("fmt", "kind", "stream"), cells(kinds=WIRE, formats=("responses",)))
+def test_namespace(clients: Clients, fake: FakeUpstream, fmt: str, kind: str, stream: bool) -> None:
+    own = kind == "responses"
+    call = {"id": "call_n1", "arguments": json.dumps(TITLE)}
+    fake.script(text="", tool_calls=[{**call, "name": "create_issue", "namespace": "github"}] if own else
+                [{**call, "name": "github__create_issue"}])
+    got = send(clients, fmt, stream, _ask([NAMESPACE], kind))
+    body = received(fake, kind, stream)
+    if own:
+        assert body["tools"] == [NAMESPACE]
+    else:
+        assert tools_of(kind, body) == {"github__create_issue": ISSUE}
+    assert (got.calls, got.shapes) == ([("call_n1", "create_issue", TITLE)], [("function_call", "github")])
+
+
+# --- hosted web search ---------------------------------------------------------------------------------------------
+
+WEATHER = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+FUNCTION = {"responses": {"type": "function", "name": "get_weather", "parameters": WEATHER, "strict": False},
+            "messages": {"name": "get_weather", "input_schema": WEATHER}}
+SEARCH = {"responses": {"type": "web_search"},
+          "messages": {"type": "web_search_20250305", "name": "web_search", "max_uses": 3}}
+# The upstream's own web search, as each kind with one receives it from a caller of another format.
+EQUIVALENT = {"responses": {"type": "web_search"}, "anthropic": {"type": "web_search_20250305", "name": "web_search"}}
+NATIVE = {"responses": "responses", "messages": "anthropic"}
+
+
+def _record(live: Live, decision: str) -> dict[str, Any]:
+    r = httpx.get(f"{live.url}/v1/route/explain/{decision}", headers=live.headers, timeout=10)
+    assert r.status_code == 200, r.text
+    return dict(r.json())
+
+
+@pytest.mark.parametrize(("fmt", "kind", "stream"), cells(kinds=WIRE, formats=("responses", "messages")))
+def test_hosted_web_search(clients: Clients, fake: FakeUpstream, live: Live, fmt: str, kind: str,
+                           stream: bool) -> None:
+    fake.script(text="It is sunny, says the web.")
+    tools = [SEARCH[fmt], FUNCTION[fmt]]
+    args = _ask(tools, kind) if fmt == "responses" else {
+        "model": MODEL[kind], "messages": [{"role": "user", "content": PROMPT}], "tools": tools, "max_tokens": LIMIT}
+    got = send(clients, fmt, stream, args)
+    body = received(fake, kind, stream)
+    headers = clients.headers
+    record = _record(live, headers["x-specway-decision-id"])
+    assert tools_of(kind, {"tools": [t for t in body["tools"] if t.get("type") in ("function", None)]}) == \
+        {"get_weather": WEATHER}, "the caller's function goes, whatever happens to the hosted tool"
+    hosted = [t for t in body["tools"] if t.get("type") not in ("function", None)]
+    if kind == "openai":  # Chat Completions has no web search tool: left out, and said so
+        said = SEARCH[fmt]["type"]
+        assert hosted == []
+        assert headers["x-specway-omitted-tools"] == said
+        assert record["left_out"] == [f"tool {said}: the openai upstream has no such tool"]
+    else:
+        assert hosted == [SEARCH[fmt] if NATIVE[fmt] == kind else EQUIVALENT[kind]]
+        assert "x-specway-omitted-tools" not in headers and record["left_out"] == []
+    assert (got.text, got.calls) == ("It is sunny, says the web.", [])
