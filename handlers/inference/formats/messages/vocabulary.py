@@ -84,10 +84,10 @@ def is_output_tool(name: Any) -> bool:
 
 
 # Anthropic's usage fields canonical does not model: a Messages caller gets them as its Anthropic upstream reported
-# them, and null from any other upstream (the SDKs' Usage declares every one of them).
+# them, and null from any other upstream (the SDKs' Usage declares every one of them; BetaUsage the last two too).
 _NATIVE_USAGE = ("cache_creation", "server_tool_use", "service_tier", "inference_geo", "speed",
-                 "output_tokens_details")
-DELTA_USAGE = ("server_tool_use", "output_tokens_details")  # the ones message_delta's usage has
+                 "output_tokens_details", "fallback_credit", "iterations")
+DELTA_USAGE = ("server_tool_use", "output_tokens_details", "fallback_credit", "iterations")  # message_delta's
 
 
 def read_usage(raw: dict[str, Any]) -> Usage:
