@@ -229,3 +229,77 @@ def test_every_target_takes_back_only_its_own_and_says_what_it_did_not(target: A
     assert len([s for s in said if not s.startswith("thinking, for this turn")]) == len(BLOCKS) - len(TAKES[target])
     assert any(s.startswith("thinking, for this turn") for s in said) is False  # a signed block is in that turn
     assert reasoning.left_out(Request(format="chat", messages=[Message("assistant", [Thinking("")])]), target) == []
+
+
+# --- a whole conversation that visits another provider and comes back ----------------------------------------------
+
+
+def _tool_call_reply(fake: FakeUpstream, thought: str, signature: str = "sig-fake", **fail: Any) -> None:
+    if fail:
+        fake.script(**fail)
+    fake.script(text="", reasoning=[thought], signature=signature,
+                tool_calls=[{"id": f"call_{thought[-1]}", "name": "get_weather", "arguments": '{"city":"Paris"}'}])
+
+
+def test_a_codex_conversation_keeps_openai_reasoning_across_a_detour_to_anthropic(live: Live,
+                                                                                  fake: FakeUpstream) -> None:
+    """Turn 1 on OpenAI (encrypted reasoning), turn 2 falls back to Anthropic (whose reasoning the caller gets
+    without encrypted content), turn 3 on OpenAI again: it gets its own reasoning back as it made it, never the
+    item it could not read (which would be a 404), and the record says what was left out."""
+    client = _openai(live)
+    tools: Any = [{"type": "function", "name": "get_weather", "parameters": {"type": "object"}, "strict": False}]
+    history: list[Any] = [{"role": "user", "content": "Weather in Paris, then in Lyon?"}]
+
+    def turn(call_id: str) -> Any:
+        r = client.responses.create(model="acme/rs", input=history, tools=tools, reasoning={"effort": "high"})
+        history.extend(item.model_dump(exclude_none=True) for item in r.output)
+        history.append({"type": "function_call_output", "call_id": call_id, "output": "18C"})
+        return r
+
+    _tool_call_reply(fake, "Think A")
+    first = turn("call_A")
+    assert [i.type for i in first.output] == ["reasoning", "function_call"] and first.output[0].encrypted_content
+    _tool_call_reply(fake, "Think B", status=503, error="overloaded")
+    second = turn("call_B")
+    assert second.output[0].type == "reasoning" and second.output[0].encrypted_content is None
+    assert "gAAAA-fake" not in json.dumps(fake.requests[-1].body)  # Anthropic got none of OpenAI's reasoning
+    fake.script(text="Sunny in both.")
+    raw = client.responses.with_raw_response.create(model="acme/rs", input=history, tools=tools)
+    sent = [item for item in fake.requests[-1].body["input"] if item.get("type") == "reasoning"]
+    assert sent == [history[1]]  # turn 1's item, byte for byte; not turn 2's
+    assert _record(live, raw.headers["x-specway-decision-id"])["left_out"] == [
+        ("1 reasoning item without encrypted content: a responses upstream takes back only reasoning items it "
+         "encrypted itself")]
+
+
+def test_a_claude_code_conversation_keeps_anthropic_thinking_across_a_detour_to_openai(live: Live,
+                                                                                       fake: FakeUpstream) -> None:
+    """Turn 1 on Anthropic (signed thinking before its tool_use), turn 2 falls back to OpenAI (whose reasoning the
+    caller gets with an empty signature), turn 3 on Anthropic: turn 1's thinking goes back signed and in place, turn
+    2's never does, and that turn's tool loop runs without thinking (Anthropic would refuse it)."""
+    detour = live.create_key(policy="to-openai")
+    history: list[Any] = [{"role": "user", "content": "Weather in Paris, then in Lyon?"}]
+
+    def turn(call_id: str, key: str | None = None) -> Any:
+        answer = _anthropic(live, key).messages.create(model="acme/an", max_tokens=2048, messages=history,
+                                                        tools=TOOLS, thinking=THINKING)  # type: ignore[arg-type]
+        history.append({"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in answer.content]})
+        history.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": call_id,
+                                                     "content": "18C"}]})
+        return answer
+
+    _tool_call_reply(fake, "Think A", signature=SIGNATURE)
+    first = turn("call_A")
+    assert [(b.type, getattr(b, "signature", None)) for b in first.content][0] == ("thinking", SIGNATURE)
+    _tool_call_reply(fake, "Think B", status=503, error="overloaded")
+    second = turn("call_B", detour)
+    assert [(b.type, getattr(b, "signature", None)) for b in second.content][0] == ("thinking", "")
+    assert SIGNATURE not in json.dumps(fake.requests[-1].body)
+    fake.script(text="Sunny in both.")
+    raw = _anthropic(live).messages.with_raw_response.create(model="acme/an", max_tokens=2048, messages=history,
+                                                             tools=TOOLS, thinking=THINKING)  # type: ignore[arg-type]
+    sent = fake.requests[-1].body
+    assert sent["messages"][1]["content"] == history[1]["content"]  # signed, before its tool_use, byte for byte
+    assert [b["type"] for b in sent["messages"][3]["content"]] == ["tool_use"]
+    assert "thinking" not in sent
+    assert len(_record(live, raw.headers["x-specway-decision-id"])["left_out"]) == 2
