@@ -290,10 +290,10 @@ def test_a_claude_code_conversation_keeps_anthropic_thinking_across_a_detour_to_
 
     _tool_call_reply(fake, "Think A", signature=SIGNATURE)
     first = turn("call_A")
-    assert [(b.type, getattr(b, "signature", None)) for b in first.content][0] == ("thinking", SIGNATURE)
+    assert (first.content[0].type, getattr(first.content[0], "signature", None)) == ("thinking", SIGNATURE)
     _tool_call_reply(fake, "Think B", status=503, error="overloaded")
     second = turn("call_B", detour)
-    assert [(b.type, getattr(b, "signature", None)) for b in second.content][0] == ("thinking", "")
+    assert (second.content[0].type, getattr(second.content[0], "signature", None)) == ("thinking", "")
     assert SIGNATURE not in json.dumps(fake.requests[-1].body)
     fake.script(text="Sunny in both.")
     raw = _anthropic(live).messages.with_raw_response.create(model="acme/an", max_tokens=2048, messages=history,
