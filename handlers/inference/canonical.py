@@ -74,7 +74,8 @@ class Document:
 @dataclass(slots=True)
 class Thinking:
     """Reasoning the model showed. It goes back only to the provider that made it (`format`): Anthropic checks its
-    `signature` (or takes `redacted` data back); OpenAI Responses takes its `encrypted` content and item `id`."""
+    `signature` (or takes `redacted` data back); OpenAI Responses takes its `encrypted` content and item `id`. The
+    rule, and what the decision record says of what it leaves out, is formats/reasoning.py."""
 
     text: str
     signature: str | None = None
