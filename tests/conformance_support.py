@@ -159,9 +159,11 @@ def _chat(c: Clients, stream: bool, args: dict[str, Any]) -> Got:
         return _chat_stream(c, args)
     r = c.openai.chat.completions.create(**args)
     choice, m = r.choices[0], r.choices[0].message
-    calls = [(t.id, t.function.name, json.loads(t.function.arguments)) for t in m.tool_calls or []]
+    calls = [(t.id, t.custom.name, t.custom.input) if t.type == "custom" else
+             (t.id, t.function.name, json.loads(t.function.arguments)) for t in m.tool_calls or []]
     thought = getattr(m, "reasoning_content", None)
-    return Got(m.content or "", calls, choice.finish_reason, _chat_usage(r.usage), [(thought, None)] if thought else [])
+    return Got(m.content or "", calls, choice.finish_reason, _chat_usage(r.usage), [(thought, None)] if thought else [],
+               [(t.type, None) for t in m.tool_calls or []])
 
 
 def _chat_stream(c: Clients, args: dict[str, Any]) -> Got:
@@ -175,12 +177,16 @@ def _chat_stream(c: Clients, args: dict[str, Any]) -> Got:
             text.append(choice.delta.content or "")
             thought.append(getattr(choice.delta, "reasoning_content", None) or "")
             for tc in choice.delta.tool_calls or []:
-                entry = calls.setdefault(tc.index, [tc.id, tc.function.name if tc.function else None, ""])
-                entry[2] += (tc.function.arguments if tc.function else None) or ""
+                custom = getattr(tc, "custom", None)  # a custom tool's call: the SDK's delta type has no word for it
+                named = custom["name"] if custom and "name" in custom else tc.function.name if tc.function else None
+                entry = calls.setdefault(tc.index, [tc.id, named, "", "custom" if custom else "function"])
+                entry[2] += (custom.get("input") if custom else tc.function.arguments if tc.function else None) or ""
             stop = choice.finish_reason or stop
     assert chunks[-1].choices == [] and chunks[-1].usage is not None, "include_usage: the last chunk is the usage"
-    return Got("".join(text), [(i, n, json.loads(a or "{}")) for _, (i, n, a) in sorted(calls.items())], stop,
-               _chat_usage(chunks[-1].usage), [("".join(thought), None)] if "".join(thought) else [])
+    ordered = [entry for _, entry in sorted(calls.items())]
+    return Got("".join(text), [(i, n, a if k == "custom" else json.loads(a or "{}")) for i, n, a, k in ordered], stop,
+               _chat_usage(chunks[-1].usage), [("".join(thought), None)] if "".join(thought) else [],
+               [(k, None) for *_, k in ordered])
 
 
 def _responses(c: Clients, stream: bool, args: dict[str, Any]) -> Got:

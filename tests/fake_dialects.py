@@ -21,8 +21,8 @@ class Reply:
     """One scripted answer. Fields left alone give the default answer."""
 
     text: str = "Hello from fake"
-    # {"name", "arguments": JSON text, "id"?}; Responses only: "type": "custom" (a custom_tool_call whose input is
-    # "arguments", as text), "namespace". The other dialects answer every call as a function call.
+    # {"name", "arguments": JSON text, "id"?}; "type": "custom": a custom tool's call whose input is "arguments", as
+    # text (chat and Responses; Anthropic has none); Responses only: "namespace".
     tool_calls: list[dict[str, str]] = field(default_factory=list)
     finish: str | None = None  # the provider's own word; default stop / end_turn, or tool_calls / tool_use
     usage: Usage | None = None  # default: counted from the words
@@ -99,10 +99,14 @@ def _chat_usage(usage: Usage, reply: Reply) -> dict[str, Any]:
     }
 
 
+def _chat_call(reply: Reply, index: int, call_id: str, name: str, arguments: str) -> dict[str, Any]:
+    if reply.tool_calls[index].get("type") == "custom":
+        return {"id": call_id, "type": "custom", "custom": {"name": name, "input": arguments}}
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
 def _chat_whole(reply: Reply, model: str, usage: Usage) -> dict[str, Any]:
-    calls = [
-        {"id": i, "type": "function", "function": {"name": n, "arguments": a}} for i, n, a in _calls(reply, "call_")
-    ]
+    calls = [_chat_call(reply, n, *call) for n, call in enumerate(_calls(reply, "call_"))]
     message = {
         "role": "assistant",
         "content": reply.text or None,
@@ -133,9 +137,10 @@ def _chat_stream(reply: Reply, model: str, usage: Usage | None) -> list[bytes]:
     out += [chunk({"reasoning_content": piece}) for piece in _pieces(_thought(reply) or "")]
     out += [chunk({"content": piece}) for piece in _pieces(reply.text)]
     for index, (call_id, name, arguments) in enumerate(_calls(reply, "call_")):
-        start = {"index": index, "id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}
+        start = {"index": index, **_chat_call(reply, index, call_id, name, "")}
         out.append(chunk({"tool_calls": [start]}))
-        out += [chunk({"tool_calls": [{"index": index, "function": {"arguments": p}}]}) for p in _arg_pieces(arguments)]
+        field_, key = ("custom", "input") if start["type"] == "custom" else ("function", "arguments")
+        out += [chunk({"tool_calls": [{"index": index, field_: {key: p}}]}) for p in _arg_pieces(arguments)]
     out.append(chunk({}, reply.finish or ("tool_calls" if reply.tool_calls else "stop")))
     if usage:
         out.append({**head, "choices": [], "usage": _chat_usage(usage, reply)})

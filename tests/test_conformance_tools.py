@@ -2,9 +2,10 @@
 kind on the wire (openai, anthropic, responses) x whole or streamed. Function tools are test_conformance.py's tools
 round trip (every format); here:
 
-- custom tools (free-form input, with a grammar; only Responses callers offer them): the Responses upstream gets the
-  tool as written; the others a function of one string, `input`, the grammar told in its description. The call comes
-  back as a custom_tool_call with its input text, and goes back (the next turn) as the upstream's own call.
+- custom tools (free-form input, with a grammar; Responses and Chat Completions callers offer them): the caller's
+  own kind gets the tool as written, a Responses upstream a custom tool in its words; the others a function of one
+  string, `input`, the grammar told in its description. The call comes back as the caller's custom tool call with
+  its input text, and goes back (the next turn) as the upstream's own call.
 - namespaces (Responses): flattened into functions named <namespace>__<tool> for the other kinds; the call comes back
   as the tool's own name in its namespace.
 - hosted web search ({"type": "web_search"} from Responses, web_search_20250305 from Messages): the upstream's own
@@ -48,14 +49,24 @@ LIMIT = 64
 
 PATCH = "*** Begin Patch\n*** Add File: hello.txt\n+Hello, \"world\"! {not json}\n*** End Patch\n"
 GRAMMAR = {"syntax": "lark", "definition": 'start: "*** Begin Patch" /(.|\\n)*/ "*** End Patch"'}
-CUSTOM = {"type": "custom", "name": "apply_patch", "description": "Apply a patch to the files.",
-          "format": {"type": "grammar", **GRAMMAR}}
+DESCRIBED = "Apply a patch to the files."
+CUSTOM = {  # Responses writes the grammar in `format`, Chat Completions in format.grammar
+    "responses": {"type": "custom", "name": "apply_patch", "description": DESCRIBED,
+                  "format": {"type": "grammar", **GRAMMAR}},
+    "chat": {"type": "custom", "custom": {"name": "apply_patch", "description": DESCRIBED,
+                                          "format": {"type": "grammar", "grammar": GRAMMAR}}},
+}
 ONE_STRING = {"type": "object", "properties": {"input": {"type": "string"}}, "required": ["input"],
               "additionalProperties": False}
+OWN = {"chat": "openai", "responses": "responses"}  # the kind that speaks each caller's format
+CALLED = {"chat": "custom", "responses": "custom_tool_call"}  # how the caller's SDK types a custom tool's call
 
 
-def _ask(tools: list[dict[str, Any]], kind: str, items: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def _ask(tools: list[dict[str, Any]], kind: str, items: list[dict[str, Any]] | None = None,
+         fmt: str = "responses") -> dict[str, Any]:
     given = [{"role": "user", "content": PROMPT}, *(items or [])]
+    if fmt == "chat":
+        return {"model": MODEL[kind], "messages": given, "tools": tools, "max_tokens": LIMIT}
     return {"model": MODEL[kind], "input": given, "tools": tools, "max_output_tokens": LIMIT}
 
 
@@ -67,29 +78,40 @@ def _offered(kind: str, body: dict[str, Any], name: str) -> dict[str, Any]:
     return dict(found[0])
 
 
-@pytest.mark.parametrize(("fmt", "kind", "stream"), cells(kinds=WIRE, formats=("responses",)))
+def _patched(fmt: str) -> list[dict[str, Any]]:
+    """The next turn's history: the custom call as the caller got it, and its output."""
+    if fmt == "chat":
+        return [{"role": "assistant", "content": None, "tool_calls": [
+                    {"id": "call_p1", "type": "custom", "custom": {"name": "apply_patch", "input": PATCH}}]},
+                {"role": "tool", "tool_call_id": "call_p1", "content": "Done."}]
+    return [{"type": "custom_tool_call", "call_id": "call_p1", "name": "apply_patch", "input": PATCH},
+            {"type": "custom_tool_call_output", "call_id": "call_p1", "output": "Done."}]
+
+
+@pytest.mark.parametrize(("fmt", "kind", "stream"), cells(kinds=WIRE, formats=("chat", "responses")))
 def test_custom_tool(clients: Clients, fake: FakeUpstream, fmt: str, kind: str, stream: bool) -> None:
-    own = kind == "responses"
+    own = OWN[fmt] == kind
+    has_custom = own or kind == "responses"  # the upstream is offered a custom tool, and calls it as one
     call = {"id": "call_p1", "name": "apply_patch"}
-    fake.script(text="", tool_calls=[{**call, "type": "custom", "arguments": PATCH}] if own else
+    fake.script(text="", tool_calls=[{**call, "type": "custom", "arguments": PATCH}] if has_custom else
                 [{**call, "arguments": json.dumps({"input": PATCH})}])
-    got = send(clients, fmt, stream, _ask([CUSTOM], kind))
+    got = send(clients, fmt, stream, _ask([CUSTOM[fmt]], kind, fmt=fmt))
     body = received(fake, kind, stream)
-    if own:
-        assert body["tools"] == [CUSTOM]
+    if has_custom:
+        assert body["tools"] == [CUSTOM[fmt] if own else CUSTOM["responses"]]
     else:
         assert tools_of(kind, body) == {"apply_patch": ONE_STRING}
         told = _offered(kind, body, "apply_patch")["description"]
-        assert CUSTOM["description"] in told and GRAMMAR["definition"] in told
-    assert (got.calls, got.shapes) == ([("call_p1", "apply_patch", PATCH)], [("custom_tool_call", None)])
+        assert DESCRIBED in told and GRAMMAR["definition"] in told
+    assert (got.calls, got.shapes) == ([("call_p1", "apply_patch", PATCH)], [(CALLED[fmt], None)])
 
-    history = [{"type": "custom_tool_call", "call_id": "call_p1", "name": "apply_patch", "input": PATCH},
-               {"type": "custom_tool_call_output", "call_id": "call_p1", "output": "Done."}]
     fake.script(text="Patched.")
-    again = send(clients, fmt, stream, _ask([CUSTOM], kind, history))
+    again = send(clients, fmt, stream, _ask([CUSTOM[fmt]], kind, _patched(fmt), fmt=fmt))
     body = received(fake, kind, stream)
     if own:
-        assert body["input"][1:] == history
+        assert body["messages" if fmt == "chat" else "input"][1:] == _patched(fmt)
+    elif kind == "responses":
+        assert body["input"][1:] == _patched("responses")
     else:
         assert calls_of(kind, body) == [("call_p1", "apply_patch", {"input": PATCH})]
         assert results_of(kind, body) == [("call_p1", "Done.")]

@@ -320,11 +320,13 @@ def function_tool(spec: dict[str, Any], where: str, raw: dict[str, Any], fmt: Fo
 
 
 def custom_tool(spec: dict[str, Any], raw: Any, fmt: Format) -> CustomTool:
-    """A custom tool (free-form input): its name, description and grammar (a `format` of type grammar)."""
+    """A custom tool (free-form input): its name, description and grammar (a `format` of type grammar, whose syntax
+    and definition Responses writes in it and Chat Completions in its `grammar` object)."""
     name, description, form = spec.get("name"), spec.get("description"), spec.get("format")
     grammar = None
     if isinstance(form, dict) and form.get("type") == "grammar":
-        grammar = {"syntax": form.get("syntax"), "definition": form.get("definition")}
+        given = form.get("grammar") if isinstance(form.get("grammar"), dict) else form
+        grammar = {"syntax": given.get("syntax"), "definition": given.get("definition")}
     return CustomTool(name if isinstance(name, str) else "", description if isinstance(description, str) else None,
                       grammar, raw, fmt)
 
