@@ -9,7 +9,8 @@ round trip (every format); here:
 - namespaces (Responses): flattened into functions named <namespace>__<tool> for the other kinds; the call comes back
   as the tool's own name in its namespace.
 - hosted web search ({"type": "web_search"} from Responses, web_search_20250305 from Messages): the upstream's own
-  equivalent where it has one; else left out visibly, in the x-specway-omitted-tools header and the decision
+  equivalent where it has one (the options both have in its words, the others left out and said so in the decision
+  record's left_out); else left out visibly, in the x-specway-omitted-tools header and the decision
   record's left_out, and the caller's other tools still go.
 
 Each cell asserts what the upstream received (in its own words) and what the caller got (through the SDK's types).
@@ -147,10 +148,14 @@ def test_namespace(clients: Clients, fake: FakeUpstream, fmt: str, kind: str, st
 WEATHER = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
 FUNCTION = {"responses": {"type": "function", "name": "get_weather", "parameters": WEATHER, "strict": False},
             "messages": {"name": "get_weather", "input_schema": WEATHER}}
-SEARCH = {"responses": {"type": "web_search"},
-          "messages": {"type": "web_search_20250305", "name": "web_search", "max_uses": 3}}
-# The upstream's own web search, as each kind with one receives it from a caller of another format.
-EQUIVALENT = {"responses": {"type": "web_search"}, "anthropic": {"type": "web_search_20250305", "name": "web_search"}}
+DOMAINS = ["example.com", "docs.example.org"]
+SEARCH = {"responses": {"type": "web_search", "filters": {"allowed_domains": DOMAINS}, "search_context_size": "low"},
+          "messages": {"type": "web_search_20250305", "name": "web_search", "allowed_domains": DOMAINS, "max_uses": 3}}
+# The upstream's own web search, as each kind with one receives it from a caller of another format, and the option
+# the caller gave that it has no word for (left out, and said so).
+EQUIVALENT = {"responses": {"type": "web_search", "filters": {"allowed_domains": DOMAINS}},
+              "anthropic": {"type": "web_search_20250305", "name": "web_search", "allowed_domains": DOMAINS}}
+UNSAID = {"responses": "web_search_20250305.max_uses", "anthropic": "web_search.search_context_size"}
 NATIVE = {"responses": "responses", "messages": "anthropic"}
 
 
@@ -179,7 +184,11 @@ def test_hosted_web_search(clients: Clients, fake: FakeUpstream, live: Live, fmt
         assert hosted == []
         assert headers["x-specway-omitted-tools"] == said
         assert record["left_out"] == [f"tool {said}: the openai upstream has no such tool"]
-    else:
-        assert hosted == [SEARCH[fmt] if NATIVE[fmt] == kind else EQUIVALENT[kind]]
+    elif NATIVE[fmt] == kind:
+        assert hosted == [SEARCH[fmt]]
         assert "x-specway-omitted-tools" not in headers and record["left_out"] == []
+    else:
+        assert hosted == [EQUIVALENT[kind]]
+        assert "x-specway-omitted-tools" not in headers
+        assert record["left_out"] == [f"tool option {UNSAID[kind]}: the {kind} upstream's equivalent has no such option"]
     assert (got.text, got.calls) == ("It is sunny, says the web.", [])

@@ -165,7 +165,12 @@ class HttpUpstream(Upstream):
     def left_out(self, request: Request) -> list[str]:
         """Hosted tools this kind has no equivalent of (a caller of its own format is sent its tools as written),
         and reasoning another provider made, which goes back only to that provider."""
-        said = [f"tool {kind}: the {self.kind} upstream has no such tool" for kind in self.omitted_tools(request)]
+        said: list[str] = []
+        if request.format != self.speaks and request.tools:
+            crossing = Crossing.of(request, self.speaks, self.kind)
+            said = [f"tool {kind}: the {self.kind} upstream has no such tool" for kind in crossing.omitted]
+            said += [f"tool option {option}: the {self.kind} upstream's equivalent has no such option"
+                     for option in crossing.unsaid]
         return said + reasoning.left_out(request, self.speaks)
 
     async def _events(self, request: Request, model: str, traits: Traits) -> AsyncIterator[Event]:
