@@ -19,6 +19,7 @@ import pytest
 
 from handlers.inference.canonical import Message, Request, Text, Thinking, ToolCall, ToolResult
 from handlers.inference.formats import reasoning
+from handlers.inference.formats.base import Traits
 from tests.conftest import Live, serve
 from tests.fake_upstream import FakeUpstream
 
@@ -31,6 +32,8 @@ TOOLS = [{"name": "get_weather", "description": "The weather.",
           "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}}]
 THINKING = {"type": "enabled", "budget_tokens": 1024}
 ENCRYPTED = "gAAAA-encrypted-by-openai"
+NO_THINKING = ("thinking, for this turn: the tool loop's last assistant turn has no thinking block anthropic signed, "
+               "and anthropic refuses thinking there without one")
 WHY = {"openai": "a chat completions upstream takes back only reasoning text it showed itself",
        "responses": "a responses upstream takes back only reasoning items it encrypted itself"}
 
@@ -147,8 +150,7 @@ def test_unsigned_thinking_never_reaches_anthropic(live: Live, fake: FakeUpstrea
     assert "thinking" not in sent
     assert _record(live, decision)["left_out"] == [
         "1 thinking block without a signature: an anthropic upstream takes back only thinking it signed itself",
-        ("thinking, for this turn: the tool loop's last assistant turn has no thinking block anthropic signed, and "
-         "anthropic refuses thinking there without one"),
+        NO_THINKING,
     ]
 
 
@@ -202,7 +204,8 @@ def test_a_fallback_to_anthropic_leaves_openai_reasoning_out_visibly(live: Live,
     assert ENCRYPTED not in json.dumps(second.body) and "Think." not in json.dumps(second.body)
     assert "thinking" not in second.body  # a tool loop whose last turn has no signed thinking runs without it
     assert _record(live, decision)["left_out"] == [
-        "1 reasoning item encrypted by openai: an anthropic upstream takes back only thinking it signed itself"]
+        "1 reasoning item encrypted by openai: an anthropic upstream takes back only thinking it signed itself",
+        NO_THINKING]
 
 
 # --- the rule, for every target -----------------------------------------------------------------------------------
@@ -215,6 +218,7 @@ BLOCKS = {
     "summary only": Thinking("d", id="rs_2", format="responses"),
     "chat": Thinking("e", format="chat"),
 }
+REASONS = Traits(reasoning=True)
 TAKES = {"messages": {"signed", "redacted"}, "responses": {"encrypted"}, "chat": {"chat"}}
 
 
@@ -225,10 +229,11 @@ def test_every_target_takes_back_only_its_own_and_says_what_it_did_not(target: A
     conversation = [Message("user", [Text("hi")]),
                     Message("assistant", [*BLOCKS.values(), ToolCall("c1", "f", "{}")]),
                     Message("tool", [ToolResult("c1", "ok")])]
-    said = reasoning.left_out(Request(format="chat", messages=conversation, thinking=True), target)
+    said = reasoning.left_out(Request(format="chat", messages=conversation, thinking=True), target, REASONS)
     assert len([s for s in said if not s.startswith("thinking, for this turn")]) == len(BLOCKS) - len(TAKES[target])
     assert any(s.startswith("thinking, for this turn") for s in said) is False  # a signed block is in that turn
-    assert reasoning.left_out(Request(format="chat", messages=[Message("assistant", [Thinking("")])]), target) == []
+    empty = Request(format="chat", messages=[Message("assistant", [Thinking("")])])
+    assert reasoning.left_out(empty, target, REASONS) == []
 
 
 # --- a whole conversation that visits another provider and comes back ----------------------------------------------

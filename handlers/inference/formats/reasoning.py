@@ -12,6 +12,9 @@ from __future__ import annotations
 from collections import Counter
 
 from handlers.inference.canonical import Format, Message, Request, Thinking, ToolCall
+from handlers.inference.formats.base import Traits
+
+_TIERS = frozenset({"low", "medium", "high"})  # the effort tiers Anthropic gets a thinking budget for
 
 
 def goes_back(block: Thinking, target: Format) -> bool:
@@ -36,19 +39,27 @@ def thinking_allowed(conversation: list[Message]) -> bool:
     return True
 
 
-def left_out(request: Request, target: Format) -> list[str]:
-    """The reasoning of `request`'s conversation an upstream speaking `target` is not sent, counted by what it is
-    ("3 thinking blocks signed by anthropic ..."), for the decision record."""
+def left_out(request: Request, target: Format, traits: Traits) -> list[str]:
+    """The reasoning of `request`'s conversation an upstream speaking `target` (a model with `traits`) is not sent,
+    counted by what it is ("3 thinking blocks signed by anthropic ..."), for the decision record; and thinking, for
+    a turn Anthropic refuses it in."""
     seen: Counter[str] = Counter()
     for message in request.messages:
         for block in message.content:
             if isinstance(block, Thinking) and not goes_back(block, target) and _shows(block):
                 seen[_what(block)] += 1
     said = [f"{n} {what[n != 1]}: {_WHY[target]}" for what, n in seen.items()]
-    if target == "messages" and request.thinking and not thinking_allowed(request.messages):
+    if target == "messages" and _asks_thinking(request, traits) and not thinking_allowed(request.messages):
         said.append("thinking, for this turn: the tool loop's last assistant turn has no thinking block anthropic "
                     "signed, and anthropic refuses thinking there without one")
     return said
+
+
+def _asks_thinking(request: Request, traits: Traits) -> bool:
+    """Whether the request asks a reasoning model for thinking: in Anthropic's words, or with an effort tier."""
+    if not traits.reasoning or request.thinking is False:
+        return False
+    return bool(request.thinking or request.thinking_budget) or request.effort in _TIERS
 
 
 def _shows(block: Thinking) -> bool:

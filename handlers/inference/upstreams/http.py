@@ -162,7 +162,7 @@ class HttpUpstream(Upstream):
             return []
         return Crossing.of(request, self.speaks, self.kind).omitted
 
-    def left_out(self, request: Request) -> list[str]:
+    def left_out(self, request: Request, traits: Traits = PLAIN) -> list[str]:
         """Hosted tools this kind has no equivalent of (a caller of its own format is sent its tools as written),
         and reasoning another provider made, which goes back only to that provider."""
         said: list[str] = []
@@ -171,7 +171,7 @@ class HttpUpstream(Upstream):
             said = [f"tool {kind}: the {self.kind} upstream has no such tool" for kind in crossing.omitted]
             said += [f"tool option {option}: the {self.kind} upstream's equivalent has no such option"
                      for option in crossing.unsaid]
-        return said + reasoning.left_out(request, self.speaks)
+        return said + reasoning.left_out(request, self.speaks, traits)
 
     async def _events(self, request: Request, model: str, traits: Traits) -> AsyncIterator[Event]:
         body = {**self.format.upstream_body(request, model, self.options, traits), **self.format.STREAM_FIELDS}
