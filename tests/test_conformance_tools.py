@@ -190,5 +190,6 @@ def test_hosted_web_search(clients: Clients, fake: FakeUpstream, live: Live, fmt
     else:
         assert hosted == [EQUIVALENT[kind]]
         assert "x-specway-omitted-tools" not in headers
-        assert record["left_out"] == [f"tool option {UNSAID[kind]}: the {kind} upstream's equivalent has no such option"]
+        said = f"tool option {UNSAID[kind]}: the {kind} upstream's equivalent has no such option"
+        assert record["left_out"] == [said]
     assert (got.text, got.calls) == ("It is sunny, says the web.", [])

@@ -43,7 +43,7 @@ def left_out(request: Request, target: Format, traits: Traits) -> list[str]:
     """The reasoning of `request`'s conversation an upstream speaking `target` (a model with `traits`) is not sent,
     counted by what it is ("3 thinking blocks signed by anthropic ..."), for the decision record; and thinking, for
     a turn Anthropic refuses it in."""
-    seen: Counter[str] = Counter()
+    seen: Counter[tuple[str, str]] = Counter()
     for message in request.messages:
         for block in message.content:
             if isinstance(block, Thinking) and not goes_back(block, target) and _shows(block):

@@ -7,9 +7,9 @@ offered: the name, the namespace and the free-form input restored exactly (Cross
 
 Hosted tools (web search, code execution, Anthropic's typed tools ...) go as the upstream format's own equivalent
 where it has one, with the options both formats have in its words (a web search's allowed domains and user location;
-the others are left out and said so in the decision record); where it has none the tool is an offer the model cannot take up, so it is left out and said so
-(the `x-specway-omitted-tools` header and the decision record), unless the model's configuration asks for a refusal
-(`hosted_tools: refuse`). Function, custom and namespace tools are never left out.
+the others are left out and said so in the decision record); where it has none the tool is an offer the model cannot
+take up, so it is left out and said so (the `x-specway-omitted-tools` header and the decision record), unless the
+model's configuration asks for a refusal (`hosted_tools: refuse`). Function, custom and namespace tools are never left out.
 """
 
 from __future__ import annotations

@@ -71,8 +71,9 @@ class StreamRenderer(StreamState):
         index = self._calls.get(ev.index)
         if index is None or not ev.arguments:
             return b""
-        piece = {"custom": {"input": ev.arguments}} if index in self._custom else {"function": {"arguments": ev.arguments}}
-        return self._chunk({"tool_calls": [{"index": index, **piece}]})
+        if index in self._custom:
+            return self._chunk({"tool_calls": [{"index": index, "custom": {"input": ev.arguments}}]})
+        return self._chunk({"tool_calls": [{"index": index, "function": {"arguments": ev.arguments}}]})
 
     def _chunk(self, delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
         choice = {"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}
