@@ -163,8 +163,9 @@ class HttpUpstream(Upstream):
         return Crossing.of(request, self.speaks, self.kind).omitted
 
     def left_out(self, request: Request, traits: Traits = PLAIN) -> list[str]:
-        """Hosted tools this kind has no equivalent of (a caller of its own format is sent its tools as written),
-        and reasoning another provider made, which goes back only to that provider."""
+        """Hosted tools this kind has no equivalent of, and options of the others its equivalent has no word for (a
+        caller of its own format is sent its tools as written); the reasoning it cannot take back (see
+        formats/reasoning.py)."""
         said: list[str] = []
         if request.format != self.speaks and request.tools:
             crossing = Crossing.of(request, self.speaks, self.kind)
