@@ -7,7 +7,7 @@ round trip (every format); here:
   string, `input`, the grammar told in its description. The call comes back as the caller's custom tool call with
   its input text, and goes back (the next turn) as the upstream's own call.
 - namespaces (Responses): flattened into functions named <namespace>__<tool> for the other kinds; the call comes back
-  as the tool's own name in its namespace.
+  as the tool's own name in its namespace, and goes back (the next turn) under the flattened name.
 - hosted web search ({"type": "web_search"} from Responses, web_search_20250305 from Messages): the upstream's own
   equivalent where it has one (the options both have in its words, the others left out and said so in the decision
   record's left_out); else left out visibly, in the x-specway-omitted-tools header and the decision
@@ -141,6 +141,19 @@ def test_namespace(clients: Clients, fake: FakeUpstream, fmt: str, kind: str, st
     else:
         assert tools_of(kind, body) == {"github__create_issue": ISSUE}
     assert (got.calls, got.shapes) == ([("call_n1", "create_issue", TITLE)], [("function_call", "github")])
+
+    history = [{"type": "function_call", "call_id": "call_n1", "name": "create_issue", "namespace": "github",
+                "arguments": json.dumps(TITLE)},
+               {"type": "function_call_output", "call_id": "call_n1", "output": "Issue 7 opened."}]
+    fake.script(text="Opened.")
+    again = send(clients, fmt, stream, _ask([NAMESPACE], kind, history))
+    body = received(fake, kind, stream)
+    if own:
+        assert body["input"][1:] == history
+    else:  # the call goes back under the name its tool was offered with
+        assert calls_of(kind, body) == [("call_n1", "github__create_issue", TITLE)]
+        assert results_of(kind, body) == [("call_n1", "Issue 7 opened.")]
+    assert (again.text, again.calls) == ("Opened.", [])
 
 
 # --- hosted web search ---------------------------------------------------------------------------------------------
