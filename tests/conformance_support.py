@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import anthropic
+import httpx
 import openai
 import pytest
 
@@ -86,21 +87,31 @@ def fixture_live(fake: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -
 class Clients:
     openai: openai.OpenAI
     anthropic: anthropic.Anthropic
+    answers: list[httpx.Response] = field(default_factory=list)  # every answer's response (headers), in order
+
+    @property
+    def headers(self) -> httpx.Headers:
+        """The headers of the last answer."""
+        return self.answers[-1].headers
 
 
 @pytest.fixture(scope="module", name="clients")
 def fixture_clients(live: Live) -> Clients:
+    answers: list[httpx.Response] = []
+    hooks = {"response": [answers.append]}
     return Clients(
         openai.OpenAI(base_url=live.url + "/v1", api_key=live.key, max_retries=0, timeout=10,
-                      http_client=openai.DefaultHttpxClient(trust_env=False)),
+                      http_client=openai.DefaultHttpxClient(trust_env=False, event_hooks=hooks)),
         anthropic.Anthropic(base_url=live.url, api_key=live.key, max_retries=0, timeout=10,
-                            http_client=anthropic.DefaultHttpxClient(trust_env=False)),
+                            http_client=anthropic.DefaultHttpxClient(trust_env=False, event_hooks=hooks)),
+        answers,
     )
 
 
 @pytest.fixture(autouse=True, name="_fresh")
-def fixture_fresh(fake: FakeUpstream) -> None:
+def fixture_fresh(fake: FakeUpstream, clients: Clients) -> None:
     fake.reset()
+    clients.answers.clear()
 
 
 # --- the caller's side: one request through the SDK, read back through its types ------------------------------------
@@ -115,6 +126,9 @@ class Got:
     stop: str  # finish_reason, stop_reason, or the response status (":" its incomplete reason)
     usage: dict[str, int | None]  # input (as the format counts it), output, cached (reads), cache_write
     reasoning: list[tuple[str, str | None]]  # (text, signature or encrypted content)
+    # (item type, namespace) of each call: a Responses caller's function_call or custom_tool_call (whose arguments
+    # in `calls` are its input text), "tool_use" or "function" elsewhere
+    shapes: list[tuple[str, str | None]] = field(default_factory=list)
 
 
 def send(c: Clients, fmt: str, stream: bool, args: dict[str, Any]) -> Got:
@@ -145,9 +159,11 @@ def _chat(c: Clients, stream: bool, args: dict[str, Any]) -> Got:
         return _chat_stream(c, args)
     r = c.openai.chat.completions.create(**args)
     choice, m = r.choices[0], r.choices[0].message
-    calls = [(t.id, t.function.name, json.loads(t.function.arguments)) for t in m.tool_calls or []]
+    calls = [(t.id, t.custom.name, t.custom.input) if t.type == "custom" else
+             (t.id, t.function.name, json.loads(t.function.arguments)) for t in m.tool_calls or []]
     thought = getattr(m, "reasoning_content", None)
-    return Got(m.content or "", calls, choice.finish_reason, _chat_usage(r.usage), [(thought, None)] if thought else [])
+    return Got(m.content or "", calls, choice.finish_reason, _chat_usage(r.usage), [(thought, None)] if thought else [],
+               [(t.type, None) for t in m.tool_calls or []])
 
 
 def _chat_stream(c: Clients, args: dict[str, Any]) -> Got:
@@ -161,12 +177,16 @@ def _chat_stream(c: Clients, args: dict[str, Any]) -> Got:
             text.append(choice.delta.content or "")
             thought.append(getattr(choice.delta, "reasoning_content", None) or "")
             for tc in choice.delta.tool_calls or []:
-                entry = calls.setdefault(tc.index, [tc.id, tc.function.name if tc.function else None, ""])
-                entry[2] += (tc.function.arguments if tc.function else None) or ""
+                custom = getattr(tc, "custom", None)  # a custom tool's call: the SDK's delta type has no word for it
+                named = custom["name"] if custom and "name" in custom else tc.function.name if tc.function else None
+                entry = calls.setdefault(tc.index, [tc.id, named, "", "custom" if custom else "function"])
+                entry[2] += (custom.get("input") if custom else tc.function.arguments if tc.function else None) or ""
             stop = choice.finish_reason or stop
     assert chunks[-1].choices == [] and chunks[-1].usage is not None, "include_usage: the last chunk is the usage"
-    return Got("".join(text), [(i, n, json.loads(a or "{}")) for _, (i, n, a) in sorted(calls.items())], stop,
-               _chat_usage(chunks[-1].usage), [("".join(thought), None)] if "".join(thought) else [])
+    ordered = [entry for _, entry in sorted(calls.items())]
+    return Got("".join(text), [(i, n, a if k == "custom" else json.loads(a or "{}")) for i, n, a, k in ordered], stop,
+               _chat_usage(chunks[-1].usage), [("".join(thought), None)] if "".join(thought) else [],
+               [(k, None) for *_, k in ordered])
 
 
 def _responses(c: Clients, stream: bool, args: dict[str, Any]) -> Got:
@@ -182,9 +202,11 @@ def _responses(c: Clients, stream: bool, args: dict[str, Any]) -> Got:
     details = u.input_tokens_details
     usage = {"input": u.input_tokens, "output": u.output_tokens, "cached": details.cached_tokens,
              "cache_write": details.cache_write_tokens}
-    calls = [(i.call_id, i.name, json.loads(i.arguments)) for i in r.output if i.type == "function_call"]
+    called = [i for i in r.output if i.type in ("function_call", "custom_tool_call")]
+    calls = [(i.call_id, i.name, i.input if i.type == "custom_tool_call" else json.loads(i.arguments)) for i in called]
     reasoning = [("".join(s.text for s in i.summary), i.encrypted_content) for i in r.output if i.type == "reasoning"]
-    return Got(r.output_text, calls, stop, usage, reasoning)
+    shapes = [(i.type, getattr(i, "namespace", None)) for i in called]
+    return Got(r.output_text, calls, stop, usage, reasoning, shapes)
 
 
 def _messages(c: Clients, stream: bool, args: dict[str, Any]) -> Got:

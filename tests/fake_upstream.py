@@ -50,6 +50,7 @@ class Received:
     headers: dict[str, str]
     body: Any  # parsed JSON, or None when it was not JSON
     peer: str = ""  # the client's host:port, to tell connections apart
+    query: str = ""  # the URL's query string
 
 
 class FakeUpstream:
@@ -141,7 +142,7 @@ class FakeUpstream:
         except orjson.JSONDecodeError:
             body = None
         peer = f"{request.client.host}:{request.client.port}" if request.client else ""
-        self.requests.append(Received(request.url.path, dict(request.headers), body, peer))
+        self.requests.append(Received(request.url.path, dict(request.headers), body, peer, request.url.query))
         await self._pass_gate()
         reply = self.replies.popleft() if self.replies else Reply()
         await asyncio.sleep(reply.delay)

@@ -79,7 +79,8 @@ class Document:
 @dataclass(slots=True)
 class Thinking:
     """Reasoning the model showed. It goes back only to the provider that made it (`format`): Anthropic checks its
-    `signature` (or takes `redacted` data back); OpenAI Responses takes its `encrypted` content and item `id`."""
+    `signature` (or takes `redacted` data back); OpenAI Responses takes its `encrypted` content and item `id`. The
+    rule, and what the decision record says of what it leaves out, is formats/reasoning.py."""
 
     text: str
     signature: str | None = None
@@ -239,6 +240,9 @@ class Usage:
     output_tokens: int | None = None
     cached_input_tokens: int | None = None  # read from a prompt cache; part of input_tokens
     cache_write_tokens: int | None = None  # written to a prompt cache (Anthropic); part of input_tokens
+    # Usage fields of the upstream's own format that canonical does not model (Anthropic's server_tool_use,
+    # service_tier...), as reported, for a caller of that format.
+    native: dict[str, Any] | None = None
 
     @property
     def total_tokens(self) -> int | None:

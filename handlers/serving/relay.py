@@ -37,9 +37,9 @@ async def relay(principal: Principal, req: Request, wire: CallerFormat) -> Respo
     gw = gateway.current()
     plan = routing.decide(gw.catalog, gw.config.policies, gw.config.default_policy, principal.key, req)
     estimate = tokens.input_tokens(req)  # once: the context check and the reservation both need it
-    life = await Lifecycle.screened(gw, plan, estimate + (req.max_tokens or 0), request=req)
+    traits = traits_for(gw, plan)  # screening keeps the plan's policy
+    life = await Lifecycle.screened(gw, plan, estimate + (req.max_tokens or 0), request=req, traits=traits)
     req.effort = life.plan.effort  # the tier word every format's renderer maps into its own vocabulary
-    traits = traits_for(gw, life.plan)
     async with life.failing():
         models = life.runnable()
         life.hold = await gw.meter.admit(principal.key, models, req, estimate)

@@ -28,7 +28,6 @@ from handlers.inference.canonical import (
     Request,
     Text,
     TextDelta,
-    Thinking,
     ThinkingDelta,
     Tool,
     ToolCallDelta,
@@ -111,13 +110,6 @@ def refuse_untranslatable(request: Request, kind: str, carried: Iterable[str] = 
     for field, value in request.extra.items():
         if field not in carried and not rules.droppable(field, value):
             raise unsupported(field, kind)
-
-
-def foreign_reasoning(request: Request, fmt: Format) -> int:
-    """How many reasoning blocks of `request`'s conversation another provider made (with its signature or encrypted
-    content): an upstream speaking `fmt` is not sent them."""
-    return sum(1 for m in request.messages for b in m.content if isinstance(b, Thinking) and b.format not in (None, fmt)
-               and (b.signature or b.encrypted or b.redacted))
 
 
 def json_object(data: str) -> dict[str, Any]:
@@ -364,11 +356,13 @@ def function_tool(spec: dict[str, Any], where: str, raw: dict[str, Any], fmt: Fo
 
 
 def custom_tool(spec: dict[str, Any], raw: Any, fmt: Format) -> CustomTool:
-    """A custom tool (free-form input): its name, description and grammar (a `format` of type grammar)."""
+    """A custom tool (free-form input): its name, description and grammar (a `format` of type grammar, whose syntax
+    and definition Responses writes in it and Chat Completions in its `grammar` object)."""
     name, description, form = spec.get("name"), spec.get("description"), spec.get("format")
     grammar = None
     if isinstance(form, dict) and form.get("type") == "grammar":
-        grammar = {"syntax": form.get("syntax"), "definition": form.get("definition")}
+        given = form.get("grammar") if isinstance(form.get("grammar"), dict) else form
+        grammar = {"syntax": given.get("syntax"), "definition": given.get("definition")}
     return CustomTool(name if isinstance(name, str) else "", description if isinstance(description, str) else None,
                       grammar, raw, fmt)
 

@@ -132,8 +132,9 @@ class Upstream(abc.ABC):
         """The hosted tools of `request` this upstream has no equivalent of, left out of what it is sent (by type)."""
         return []
 
-    def left_out(self, request: Request) -> list[str]:
-        """What of `request` this upstream is not sent, in words for the decision record."""
+    def left_out(self, request: Request, traits: Traits = PLAIN) -> list[str]:
+        """What of `request` this upstream (for a model with `traits`) is not sent, in words for the decision
+        record."""
         return []
 
     async def aclose(self) -> None:

@@ -35,6 +35,7 @@ from handlers.inference.formats.common import (
     refuse_untranslatable,
     write_data_url,
 )
+from handlers.inference.formats.reasoning import goes_back
 from handlers.inference.formats.tools import INPUT, Crossing
 
 KIND = VOCABULARY.kind
@@ -141,7 +142,7 @@ def _message(message: Message, fmt: Format, crossing: Crossing) -> list[dict[str
     calls = [_call(b, crossing) for b in blocks if isinstance(b, ToolCall)]
     parts = [part for b in blocks if (part := _part(b, fmt)) is not None]
     # Reasoning goes back only to the kind of provider that showed it (DeepSeek asks for it with tool calls).
-    reasoning = THINKING_GAP.join(b.text for b in blocks if isinstance(b, Thinking) and b.format == "chat" and b.text)
+    reasoning = THINKING_GAP.join(b.text for b in blocks if isinstance(b, Thinking) and goes_back(b, "chat"))
     if parts or calls or reasoning:
         chat: dict[str, Any] = {"role": "user" if message.role == "tool" else message.role, "content": _content(parts)}
         if reasoning:

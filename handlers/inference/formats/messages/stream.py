@@ -18,7 +18,7 @@ from handlers.inference.canonical import (
 )
 from handlers.inference.formats.common import StreamState, sse
 from handlers.inference.formats.messages.answer import head, stop
-from handlers.inference.formats.messages.vocabulary import text_block, tool_use_block, usage
+from handlers.inference.formats.messages.vocabulary import DELTA_USAGE, text_block, tool_use_block, usage
 
 
 class StreamRenderer(StreamState):
@@ -70,7 +70,8 @@ class StreamRenderer(StreamState):
         out = self._message_start()
         out += self._close() if self._blocks else self._begin(text_block("")) + self._close()
         delta = stop(self.reason, self.stop_sequence)
-        return out + _frame("message_delta", {"delta": delta, "usage": usage(self.usage)}) + _frame("message_stop", {})
+        end = _frame("message_delta", {"delta": delta, "usage": usage(self.usage, DELTA_USAGE)})
+        return out + end + _frame("message_stop", {})
 
     def error(self, err: ApiError) -> bytes:
         return self._message_start() + sse(err.body(), "error")
