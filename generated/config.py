@@ -138,6 +138,10 @@ class Server(BaseModel):
     """
     Worker processes (uvicorn's process model).
     """
+    worker_healthcheck_seconds: StrictInt = Field(30, ge=1)
+    """
+    With several workers, how long a worker may take to answer the supervisor's health check before it is killed and replaced. Under CPU pressure (a burst, a busy machine) a healthy worker can take seconds to answer; uvicorn's default of 5 s killed workers while they started under load, with their streams. Replacements are logged.
+    """
     body_limit_bytes: StrictInt = Field(10485760, ge=1024)
     """
     Bodies over this many bytes are refused with 413 while being read.

@@ -113,7 +113,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
                               "log_config": _logging(log_level), "access_log": False}
     if workers > 1:
         _share_metrics_between_workers()
-        uvicorn.run("handlers.edge.app:factory", factory=True, workers=workers, **common)
+        uvicorn.run("handlers.edge.app:factory", factory=True, workers=workers,
+                    timeout_worker_healthcheck=server.worker_healthcheck_seconds, **common)
     else:
         from handlers.edge.app import create_app
 
