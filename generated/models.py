@@ -479,9 +479,9 @@ class ResponsesInputItem(StrictModel):
     """
     Defaults to user.
     """
-    content: StrictStr | list[dict[str, Any]] = None
+    content: StrictStr | list[dict[str, Any]] | None = None
     """
-    A string, or a list of content blocks.
+    A string, or a list of content blocks. Null counts as absent (a reasoning item has no content to send back, and Codex sends it as null).
     """
 
 
