@@ -21,7 +21,9 @@ class Reply:
     """One scripted answer. Fields left alone give the default answer."""
 
     text: str = "Hello from fake"
-    tool_calls: list[dict[str, str]] = field(default_factory=list)  # {"name", "arguments": JSON text, "id"?}
+    # {"name", "arguments": JSON text, "id"?}; with "input" (free-form text) instead of arguments, a custom tool's
+    # call: a custom_tool_call in the Responses dialect, a function call of {"input": ...} in the others
+    tool_calls: list[dict[str, str]] = field(default_factory=list)
     finish: str | None = None  # the provider's own word; default stop / end_turn, or tool_calls / tool_use
     usage: Usage | None = None  # default: counted from the words
     status: int = 200
@@ -61,9 +63,12 @@ def _arg_pieces(arguments: str) -> list[str]:
 
 
 def _calls(reply: Reply, prefix: str) -> list[tuple[str, str, str]]:
-    return [
-        (c.get("id") or f"{prefix}{i}", c["name"], c.get("arguments") or "{}") for i, c in enumerate(reply.tool_calls)
-    ]
+    """(id, name, arguments); a custom tool's call as the function of one `input` the gateway offers it as."""
+    return [(c.get("id") or f"{prefix}{i}", c["name"], _arguments(c)) for i, c in enumerate(reply.tool_calls)]
+
+
+def _arguments(call: dict[str, str]) -> str:
+    return orjson.dumps({"input": call["input"]}).decode() if "input" in call else call.get("arguments") or "{}"
 
 
 def _sse(payload: Any, event: str | None = None) -> bytes:
@@ -240,9 +245,14 @@ def _responses_items(reply: Reply) -> list[dict[str, Any]]:
         part = {"type": "output_text", "text": reply.text, "annotations": [], "logprobs": []}
         message = {"id": "msg_fake", "type": "message", "status": "completed", "role": "assistant"}
         items.append({**message, "content": [part]})
-    for i, (call_id, name, arguments) in enumerate(_calls(reply, "call_")):
-        call = {"id": f"fc_fake{i}", "type": "function_call", "status": "completed", "call_id": call_id, "name": name}
-        items.append({**call, "arguments": arguments})
+    for i, c in enumerate(reply.tool_calls):
+        call_id = c.get("id") or f"call_{i}"
+        if "input" in c:
+            items.append({"id": f"ctc_fake{i}", "type": "custom_tool_call", "status": "completed", "call_id": call_id,
+                          "name": c["name"], "input": c["input"]})  # fmt: skip
+            continue
+        call = {"id": f"fc_fake{i}", "type": "function_call", "status": "completed", "call_id": call_id}
+        items.append({**call, "name": c["name"], "arguments": c.get("arguments") or "{}"})
     return items
 
 
@@ -301,6 +311,12 @@ def _responses_item_events(index: int, item: dict[str, Any]) -> list[dict[str, A
         events.append({"type": "response.output_text.done", **at, "content_index": 0, "text": part["text"],
                        "logprobs": []})  # fmt: skip
         events.append({"type": "response.content_part.done", **at, "content_index": 0, "part": part})
+    elif item["type"] == "custom_tool_call":
+        added = {**item, "status": "in_progress", "input": ""}
+        events = [{"type": "response.output_item.added", "output_index": index, "item": added}]
+        events += [{"type": "response.custom_tool_call_input.delta", **at, "delta": piece}
+                   for piece in _arg_pieces(item["input"])]  # fmt: skip
+        events.append({"type": "response.custom_tool_call_input.done", **at, "input": item["input"]})
     else:
         added = {**item, "status": "in_progress", "arguments": ""}
         events = [{"type": "response.output_item.added", "output_index": index, "item": added}]
