@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shutil
 import subprocess
@@ -117,19 +118,26 @@ def run(command: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Comple
         raise AssertionError(f"{command[0]} did not finish:\n{exc.stdout!r}\n{exc.stderr!r}") from None
 
 
-def claude_code(bin_dir: Path, gw: Gateway, kind: str, prompt: str, cwd: Path, home: Path) -> str:
-    """Claude Code headless (`-p`), its models all the one on `kind`; its final answer."""
-    env = base_env(home) | {
-        "ANTHROPIC_BASE_URL": gw.url,
-        "ANTHROPIC_API_KEY": gw.key,
-        "ANTHROPIC_MODEL": MODEL[kind],
-        "ANTHROPIC_SMALL_FAST_MODEL": MODEL[kind],
-        "ANTHROPIC_DEFAULT_HAIKU_MODEL": MODEL[kind],
-        "ANTHROPIC_DEFAULT_SONNET_MODEL": MODEL[kind],
-        "ANTHROPIC_DEFAULT_OPUS_MODEL": MODEL[kind],
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-        "CLAUDE_CONFIG_DIR": str(home / ".claude"),
-    }
+def readme_block(name: str, gw: Gateway, kind: str) -> str:
+    """The README's `<!-- coding-agents: NAME -->` block as a user of the gateway at `gw` and of the model on `kind`
+    would write it: its URL, the relay key and every model id replaced, nothing else."""
+    blocks = dict(_BLOCK.findall(README.read_text(encoding="utf-8")))
+    assert name in blocks, f"the README has no coding-agents block {name}"
+    text = blocks[name].replace("http://127.0.0.1:8080", gw.url).replace("sk-sw-...", gw.key)
+    return text.replace("acme/strong", MODEL[kind]).replace("acme/fast", MODEL[kind])
+
+
+_BLOCK = re.compile(r"<!-- coding-agents: ([\w-]+) -->\n```\w+\n(.*?)```", re.DOTALL)
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def claude_code(bin_dir: Path, gw: Gateway, kind: str, prompt: str, cwd: Path, home: Path, api_key: bool) -> str:
+    """Claude Code headless (`-p`) in the README's environment (with ANTHROPIC_API_KEY instead of
+    ANTHROPIC_AUTH_TOKEN when `api_key`); its final answer."""
+    exports = re.findall(r"^export (\w+)=(\S+)", readme_block("claude-code", gw, kind), re.MULTILINE)
+    env = base_env(home) | dict(exports) | {"CLAUDE_CONFIG_DIR": str(home / ".claude")}
+    if api_key:
+        env["ANTHROPIC_API_KEY"] = env.pop("ANTHROPIC_AUTH_TOKEN")
     command = [str(bin_dir / "claude"), "-p", prompt, "--output-format", "json", "--allowedTools", "Bash Write Edit"]
     proc = run(command, cwd, env)
     assert proc.returncode == 0, f"claude exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
@@ -138,36 +146,12 @@ def claude_code(bin_dir: Path, gw: Gateway, kind: str, prompt: str, cwd: Path, h
     return str(out["result"])
 
 
-CODEX_CONFIG = """\
-model = "{model}"
-model_provider = "specway"
-model_catalog_json = "{catalog}"
-
-[model_providers.specway]
-name = "Specway"
-base_url = "{url}/v1"
-env_key = "SPECWAY_API_KEY"
-wire_api = "responses"
-"""
-
-
-def codex_catalog(model: str) -> dict[str, object]:
-    """Codex's metadata for a gateway model id (the README's model catalog), so that it offers apply_patch."""
-    return {"models": [{
-        "slug": model, "display_name": model, "base_instructions": "You are a coding agent.",
-        "apply_patch_tool_type": "freeform", "shell_type": "shell_command", "supported_reasoning_levels": [],
-        "visibility": "list", "supported_in_api": True, "priority": 1, "support_verbosity": False,
-        "truncation_policy": {"mode": "bytes", "limit": 10000}, "experimental_supported_tools": [],
-    }]}
-
-
-def codex(bin_dir: Path, gw: Gateway, kind: str, prompt: str, cwd: Path, home: Path) -> str:
-    """Codex headless (`codex exec`), its provider the gateway; its final answer."""
+def codex(bin_dir: Path, gw: Gateway, kind: str, prompt: str, cwd: Path, home: Path, api_key: bool) -> str:
+    """Codex headless (`codex exec`) with the README's config.toml and model catalog; its final answer."""
     codex_home = home / ".codex"
     codex_home.mkdir(parents=True)
-    catalog = codex_home / "models.json"
-    catalog.write_text(json.dumps(codex_catalog(MODEL[kind])))
-    (codex_home / "config.toml").write_text(CODEX_CONFIG.format(model=MODEL[kind], catalog=catalog, url=gw.url))
+    (codex_home / "config.toml").write_text(readme_block("codex-config", gw, kind))
+    (codex_home / "specway-models.json").write_text(readme_block("codex-catalog", gw, kind))
     env = base_env(home) | {"CODEX_HOME": str(codex_home), "SPECWAY_API_KEY": gw.key}
     last = home / "last-message.txt"
     command = [str(bin_dir / "codex"), "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
@@ -201,7 +185,7 @@ def test_agent_runs_its_tool_through_the_gateway(agents: Path, fake: FakeUpstrea
     provider = AgentProvider(task, workdir, marker=token)
     fake.responder = provider
     start = gateway.log.stat().st_size
-    answer = AGENTS[agent](agents, gateway, kind, prompt, workdir, tmp_path / "home")
+    answer = AGENTS[agent](agents, gateway, kind, prompt, workdir, tmp_path / "home", api_key=cell == "edit")
 
     expected_tool = SHELL_TOOL[agent] if cell == "shell" else FILE_TOOL[agent]
     assert [name for name, _ in provider.calls] == [expected_tool], provider.calls
