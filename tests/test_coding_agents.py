@@ -204,6 +204,26 @@ def test_agent_runs_its_tool_through_the_gateway(agents: Path, fake: FakeUpstrea
     assert [line for line in lines if not 200 <= int(line["status"]) < 300] == [], lines  # type: ignore[call-overload]
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_claude_code_counts_its_context_on_every_kind(agents: Path, fake: FakeUpstream, gateway: Gateway, kind: str,
+                                                      tmp_path: Path) -> None:
+    """`/context` counts the system prompt, each tool and the messages with POST /v1/messages/count_tokens (two dozen
+    requests at once): every one answered, counted by an anthropic upstream itself and by the gateway elsewhere,
+    within the context window the README's environment gives."""
+    fake.reset()
+    start = gateway.log.stat().st_size
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    report = claude_code(agents, gateway, kind, "/context", workdir, tmp_path / "home", api_key=False)
+    assert f"**Model:** {MODEL[kind]}" in report and "/ 200k" in report, report
+    lines = request_lines(gateway.log, start)
+    assert [line for line in lines if not 200 <= int(line["status"]) < 300] == [], lines  # type: ignore[call-overload]
+    counts = [line for line in lines if line["route"] == "/v1/messages/count_tokens"]
+    assert len(counts) > 1, lines
+    upstream_counts = [r for r in fake.requests if r.path == "/v1/messages/count_tokens"]
+    assert len(upstream_counts) == (len(counts) if kind == "anthropic" else 0)
+
+
 APPLY_PATCH = {"type": "custom", "name": "apply_patch", "description": "Edit files.",
                "format": {"type": "grammar", "syntax": "lark", "definition": "start: /(.|\\n)+/"}}
 
