@@ -24,6 +24,7 @@ from tests.fake_dialects import Reply
 SIDE_ANSWER = "Specway agent test"  # what a side request gets
 QUOTE = "The tool answered:"  # the final answer is this, then the tool's result
 THOUGHT = "The task needs the agent's tool; I call it."  # the reasoning that comes with the call
+PREAMBLE = "Calling the tool now."  # the text that comes with the call, before it
 
 
 @dataclass(frozen=True)
@@ -86,12 +87,12 @@ class AgentProvider:
             patch = f"*** Begin Patch\n*** Add File: {self.task.file}\n+{self.task.content}\n*** End Patch\n"
             if tool.custom:
                 self.calls.append((tool.name, patch))
-                return Reply(text="", tool_calls=[{"name": tool.name, "input": patch, "id": "call_agent_1"}],
+                return Reply(text=PREAMBLE, tool_calls=[{"name": tool.name, "input": patch, "id": "call_agent_1"}],
                              reasoning=[THOUGHT])
             value = {tool.parameters[0]: patch}
         arguments = orjson.dumps(value).decode()
         self.calls.append((tool.name, arguments))
-        return Reply(text="", tool_calls=[{"name": tool.name, "arguments": arguments, "id": "call_agent_1"}],
+        return Reply(text=PREAMBLE, tool_calls=[{"name": tool.name, "arguments": arguments, "id": "call_agent_1"}],
                      reasoning=[THOUGHT])
 
 

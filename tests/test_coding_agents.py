@@ -264,6 +264,7 @@ def _responses_call(client: httpx.Client, body: dict[str, object]) -> dict[str, 
         with client.stream("POST", "/v1/responses", json=body) as reply:
             assert reply.status_code == 200, reply.read()
             events = [json.loads(line[6:]) for line in reply.iter_lines() if line.startswith("data: ")]
-        calls = [e["item"] for e in events if e["type"] == "response.output_item.done" and e["item"]["type"] != "reasoning"]
+        items = [e["item"] for e in events if e["type"] == "response.output_item.done"]
+        calls = [item for item in items if item["type"].endswith("call")]
     assert len(calls) == 1, calls
     return calls[0]
