@@ -2,7 +2,8 @@
 npm versions pinned in tests/agents/package-lock.json, run headless against a `specway serve` whose models live on
 each upstream kind, all pointed at a scripted model (tests/agent_provider.py) that has the agent run its shell tool
 or its file-edit tool and then quotes the tool's result. The agents reach nothing but loopback: their configuration
-names only the gateway, and their home folders are new and empty.
+names only the gateway (Codex's plugin sync and metrics off, as the README says), their home folders are new and
+empty, and every other host is behind a proxy that only records that it was asked (Trap), which each test checks.
 
 Each cell checks what the agent did (the command's output, the file it wrote), that the final answer it printed
 quotes the tool's result, that the model saw that result, and that the gateway answered every request of the run
@@ -15,7 +16,9 @@ import os
 import re
 import secrets
 import shutil
+import socket
 import subprocess
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,11 +38,45 @@ UPSTREAM_PATH = {"anthropic": "/v1/messages", "openai": "/v1/chat/completions", 
 RUN_SECONDS = 120  # an agent that has not finished by then is stuck; the test fails with its output
 
 
+class Trap:
+    """A proxy that is no proxy: the agents are told to send every request for another host through it, and it
+    records what it was asked (the first line: CONNECT host:443, or GET http://...) and hangs up. An agent that
+    reaches only loopback leaves it empty."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+        self._socket = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._socket.getsockname()[1]}"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self._socket.accept()
+            except OSError:
+                return
+            with conn:
+                conn.settimeout(2)
+                try:
+                    self.asked.append(conn.recv(4096).decode(errors="replace").split("\r\n")[0])
+                except OSError:
+                    self.asked.append("(a connection that sent nothing)")
+
+    def env(self) -> dict[str, str]:
+        proxy = {name: self.url for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")}
+        proxy |= {name.lower(): value for name, value in proxy.items()}
+        return proxy | {"NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
+
+    def close(self) -> None:
+        self._socket.close()
+
+
 @dataclass
 class Gateway:
     url: str
     key: str
     log: Path
+    trap: Trap
 
 
 @pytest.fixture(scope="module")
@@ -89,10 +126,12 @@ def gateway(fake: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> Ite
     }))
     port = free_port()
     proc, key = spawn(config, port, where / "serve.log")
+    trap = Trap()
     try:
-        yield Gateway(f"http://127.0.0.1:{port}", key, where / "serve.log")
+        yield Gateway(f"http://127.0.0.1:{port}", key, where / "serve.log", trap)
     finally:
         stop(proc)
+        trap.close()
 
 
 def request_lines(log: Path, start: int) -> list[dict[str, object]]:
@@ -135,7 +174,7 @@ def claude_code(bin_dir: Path, gw: Gateway, kind: str, prompt: str, cwd: Path, h
     """Claude Code headless (`-p`) in the README's environment (with ANTHROPIC_API_KEY instead of
     ANTHROPIC_AUTH_TOKEN when `api_key`); its final answer."""
     exports = re.findall(r"^export (\w+)=(\S+)", readme_block("claude-code", gw, kind), re.MULTILINE)
-    env = base_env(home) | dict(exports) | {"CLAUDE_CONFIG_DIR": str(home / ".claude")}
+    env = base_env(home) | gw.trap.env() | dict(exports) | {"CLAUDE_CONFIG_DIR": str(home / ".claude")}
     if api_key:
         env["ANTHROPIC_API_KEY"] = env.pop("ANTHROPIC_AUTH_TOKEN")
     command = [str(bin_dir / "claude"), "-p", prompt, "--output-format", "json", "--allowedTools", "Bash Write Edit"]
@@ -147,12 +186,14 @@ def claude_code(bin_dir: Path, gw: Gateway, kind: str, prompt: str, cwd: Path, h
 
 
 def codex(bin_dir: Path, gw: Gateway, kind: str, prompt: str, cwd: Path, home: Path, api_key: bool) -> str:
-    """Codex headless (`codex exec`) with the README's config.toml and model catalog; its final answer."""
+    """Codex headless (`codex exec`) with the README's config.toml (offline: no plugin sync, no metrics) and model
+    catalog; its final answer."""
     codex_home = home / ".codex"
     codex_home.mkdir(parents=True)
-    (codex_home / "config.toml").write_text(readme_block("codex-config", gw, kind))
+    config = readme_block("codex-config", gw, kind) + "\n" + readme_block("codex-offline", gw, kind)
+    (codex_home / "config.toml").write_text(config)
     (codex_home / "specway-models.json").write_text(readme_block("codex-catalog", gw, kind))
-    env = base_env(home) | {"CODEX_HOME": str(codex_home), "SPECWAY_API_KEY": gw.key}
+    env = base_env(home) | gw.trap.env() | {"CODEX_HOME": str(codex_home), "SPECWAY_API_KEY": gw.key}
     last = home / "last-message.txt"
     command = [str(bin_dir / "codex"), "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
                "--output-last-message", str(last), prompt]
@@ -185,6 +226,7 @@ def test_agent_runs_its_tool_through_the_gateway(agents: Path, fake: FakeUpstrea
     provider = AgentProvider(task, workdir, marker=token)
     fake.responder = provider
     start = gateway.log.stat().st_size
+    gateway.trap.asked.clear()
     answer = AGENTS[agent](agents, gateway, kind, prompt, workdir, tmp_path / "home", api_key=cell == "edit")
 
     expected_tool = SHELL_TOOL[agent] if cell == "shell" else FILE_TOOL[agent]
@@ -202,6 +244,7 @@ def test_agent_runs_its_tool_through_the_gateway(agents: Path, fake: FakeUpstrea
     lines = request_lines(gateway.log, start)
     assert lines, "the gateway logged no request"
     assert [line for line in lines if not 200 <= int(line["status"]) < 300] == [], lines  # type: ignore[call-overload]
+    assert gateway.trap.asked == [], "the agent reached for another host than the gateway"
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -212,12 +255,14 @@ def test_claude_code_counts_its_context_on_every_kind(agents: Path, fake: FakeUp
     within the context window the README's environment gives."""
     fake.reset()
     start = gateway.log.stat().st_size
+    gateway.trap.asked.clear()
     workdir = tmp_path / "work"
     workdir.mkdir()
     report = claude_code(agents, gateway, kind, "/context", workdir, tmp_path / "home", api_key=False)
     assert f"**Model:** {MODEL[kind]}" in report and "/ 200k" in report, report
     lines = request_lines(gateway.log, start)
     assert [line for line in lines if not 200 <= int(line["status"]) < 300] == [], lines  # type: ignore[call-overload]
+    assert gateway.trap.asked == [], "the agent reached for another host than the gateway"
     counts = [line for line in lines if line["route"] == "/v1/messages/count_tokens"]
     assert len(counts) > 1, lines
     upstream_counts = [r for r in fake.requests if r.path == "/v1/messages/count_tokens"]
