@@ -461,7 +461,7 @@ class Reasoning(StrictModel):
 
 class ResponsesTextConfig(StrictModel):
     """
-    format {type: json_schema, name, schema, strict, description} or {type: json_object} is structured output, translated for every upstream; {type: text} is the default. verbosity (low, medium, high) reaches a responses upstream only (medium goes anywhere).
+    format {type: json_schema, name, schema, strict, description} or {type: json_object} is structured output, translated for every upstream; {type: text} is the default. verbosity (low, medium, high) reaches a responses upstream, and an openai upstream as chat's verbosity; medium goes anywhere (it asks for nothing).
     """
 
     model_config = ConfigDict(
@@ -479,9 +479,9 @@ class ResponsesInputItem(StrictModel):
     """
     Defaults to user.
     """
-    content: StrictStr | list[dict[str, Any]] = None
+    content: StrictStr | list[dict[str, Any]] | None = None
     """
-    A string, or a list of content blocks.
+    A string, or a list of content blocks. Null counts as absent (a reasoning item has no content to send back, and Codex sends it as null).
     """
 
 

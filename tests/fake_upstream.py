@@ -9,8 +9,10 @@ product code.
         fake.requests[-1].body                              # what the gateway sent
 
         gate = fake.hold()   # from now on each request waits, once recorded in fake.requests, until gate.set()
+        fake.responder = lambda dialect, body: Reply(...)  # decides the answer when no Reply is queued
 
-Each request takes the next scripted Reply, or the default "Hello from fake" answer. The wire shapes follow the
+Each request takes the next scripted Reply, else the responder's Reply for it (tests/agent_provider.py answers as a
+model would), else the default "Hello from fake" answer. The wire shapes follow the
 real services: role in the first chat chunk, a usage chunk with no choices, `data: [DONE]`; Anthropic's named
 events including ping; the Responses object and its typed, numbered events (response.completed last).
 
@@ -29,6 +31,7 @@ import struct
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Self
 
@@ -59,6 +62,7 @@ class FakeUpstream:
         self.requests: list[Received] = []
         self.disconnects = 0  # streams whose client went away before the end
         self.gate: threading.Event | None = None  # see hold()
+        self.responder: Callable[[str, Any], Reply] | None = None  # (dialect, body) -> the answer, when none is queued
         self.port = 0
         routes = [
             Route("/v1/chat/completions", functools.partial(self._answer, dialect="chat"), methods=["POST"]),
@@ -95,6 +99,7 @@ class FakeUpstream:
         self.replies.clear()
         self.requests.clear()
         self.disconnects = 0
+        self.responder = None
         self.release()
 
     def hold(self) -> threading.Event:
@@ -134,8 +139,9 @@ class FakeUpstream:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    async def _receive(self, request: Request) -> tuple[Any, Reply]:
-        """Record the request (its body parsed, or None when not JSON), wait at the gate, take the next Reply."""
+    async def _receive(self, request: Request, dialect: str = "") -> tuple[Any, Reply]:
+        """Record the request (its body parsed, or None when not JSON), wait at the gate, take the next Reply (or
+        the responder's for the request)."""
         raw = await request.body()
         try:
             body = orjson.loads(raw)
@@ -144,12 +150,17 @@ class FakeUpstream:
         peer = f"{request.client.host}:{request.client.port}" if request.client else ""
         self.requests.append(Received(request.url.path, dict(request.headers), body, peer, request.url.query))
         await self._pass_gate()
-        reply = self.replies.popleft() if self.replies else Reply()
+        if self.replies:
+            reply = self.replies.popleft()
+        elif self.responder is not None and dialect:
+            reply = self.responder(dialect, body)
+        else:
+            reply = Reply()
         await asyncio.sleep(reply.delay)
         return body, reply
 
     async def _answer(self, request: Request, dialect: str) -> Any:
-        body, reply = await self._receive(request)
+        body, reply = await self._receive(request, dialect)
         if reply.status >= 400:
             return JSONResponse(ERRORS[dialect](reply), reply.status, headers=reply.headers)
         body = body or {}
