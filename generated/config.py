@@ -166,6 +166,10 @@ class Server(BaseModel):
     """
     Connections one worker holds at once (streams, requests and idle keep-alive connections alike). A connection over this gets 503 `overloaded` with Retry-After to its first request and is closed. The gateway raises its open-files limit to fit, where the system allows.
     """
+    max_requests: StrictInt | None = Field(None, ge=1)
+    """
+    Requests one worker serves at once (streams included), or null for no bound but `max_connections`. A request over it is answered at once with 503 `overloaded` and Retry-After, before its body is read, so that past its capacity the gateway refuses fast instead of letting every request queue for CPU. `/healthz`, `/readyz` and `/metrics` are never refused. Counted in `specway_overloaded_total`.
+    """
     key_cache_seconds: StrictFloat = Field(5, ge=0.0)
     """
     How long a relay key lookup is cached; a revoked key stops working within this time. While the store cannot be reached, a key seen before keeps working from the cache (a key revoked through this process excepted).
