@@ -45,6 +45,9 @@ class Reply:
     # progress events (response.<type>.in_progress, .searching or .generating ..., .completed) and done
     items: list[dict[str, Any]] = field(default_factory=list)
     annotations: list[dict[str, Any]] = field(default_factory=list)  # Responses: the output text's (url_citation ...)
+    # Azure (tests/fake_azure.py): the content filter's category; with status 400 it refuses the prompt, with finish
+    # "content_filter" it cut the completion
+    filtered: str | None = None
 
 
 
