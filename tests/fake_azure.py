@@ -16,6 +16,8 @@ the filter refuses; with finish "content_filter", a completion it cut, with that
 
 from __future__ import annotations
 
+import asyncio
+import types
 from typing import Any
 
 import orjson
@@ -109,3 +111,23 @@ def _rewritten(chunk: bytes, change: Any) -> bytes:
     except orjson.JSONDecodeError:
         return chunk
     return head + sep + orjson.dumps(change(payload)) + b"\n\n"
+
+
+class FakeCredential:
+    """azure-identity's async credential as the upstream uses it: get_token(scope), close()."""
+
+    def __init__(self, *tokens: tuple[str, float], fail: bool = False, secret: str = "") -> None:
+        self.tokens, self.fail, self.secret = list(tokens), fail, secret  # a failure's message quotes `secret`
+        self.scopes: list[tuple[str, ...]] = []
+        self.closed = False
+
+    async def get_token(self, *scopes: str) -> Any:
+        self.scopes.append(scopes)
+        await asyncio.sleep(0)  # let concurrent callers pile up behind the renewal
+        if self.fail or not self.tokens:
+            raise RuntimeError(f"ClientSecretCredential: AADSTS7000215 invalid client secret {self.secret}")
+        token, expires = self.tokens.pop(0)
+        return types.SimpleNamespace(token=token, expires_on=expires)
+
+    async def close(self) -> None:
+        self.closed = True

@@ -21,6 +21,7 @@ from handlers.inference.formats.embeddings import Embed
 from handlers.inference.upstreams.azure import AzureResponsesUpstream, AzureUpstream, resource_endpoint
 from handlers.inference.upstreams.entra import RENEW_BEFORE, EntraTokens
 from handlers.inference.upstreams.registry import build_upstream
+from tests.fake_azure import FakeCredential
 from tests.fake_upstream import FakeUpstream
 from tests.upstream_support import (
     HELLO,
@@ -159,26 +160,6 @@ async def test_a_rate_limit_says_when_to_retry(azure: FakeUpstream, made: list[A
 # --- Microsoft Entra ID ----------------------------------------------------------------------------------------------
 
 
-class FakeCredential:
-    """azure-identity's async credential as the upstream uses it: get_token(scope), close()."""
-
-    def __init__(self, *tokens: tuple[str, float], fail: bool = False) -> None:
-        self.tokens, self.fail = list(tokens), fail
-        self.scopes: list[tuple[str, ...]] = []
-        self.closed = False
-
-    async def get_token(self, *scopes: str) -> Any:
-        self.scopes.append(scopes)
-        await asyncio.sleep(0)  # let concurrent callers pile up behind the renewal
-        if self.fail or not self.tokens:
-            raise RuntimeError(f"ClientSecretCredential: AADSTS7000215 invalid secret {TOKEN}")
-        token, expires = self.tokens.pop(0)
-        return types.SimpleNamespace(token=token, expires_on=expires)
-
-    async def close(self) -> None:
-        self.closed = True
-
-
 class Clock:
     def __init__(self) -> None:
         self.now = 1_000_000.0
@@ -208,7 +189,7 @@ async def test_entra_tokens_are_sent_as_bearer_and_renewed_before_they_expire(
 
 
 async def test_no_entra_token_fails_over_and_names_no_secret(azure: FakeUpstream, made: list[AzureUpstream]) -> None:
-    upstream = make(made, azure, entra=EntraTokens("az", FakeCredential(fail=True), SCOPE))
+    upstream = make(made, azure, entra=EntraTokens("az", FakeCredential(fail=True, secret=TOKEN), SCOPE))
     err = await failure(upstream.complete(HELLO, DEPLOYMENT))
     assert (err.status, err.falls_back, err.caller_fault) == (401, True, False)
     assert err.message == "upstream az could not get a Microsoft Entra ID token (RuntimeError)"
@@ -218,7 +199,7 @@ async def test_no_entra_token_fails_over_and_names_no_secret(azure: FakeUpstream
 async def test_a_failed_renewal_keeps_a_token_still_valid(azure: FakeUpstream, made: list[AzureUpstream],
                                                           caplog: pytest.LogCaptureFixture) -> None:
     clock = Clock()
-    credential = FakeCredential((TOKEN, clock.now + 3600))
+    credential = FakeCredential((TOKEN, clock.now + 3600), secret=TOKEN)
     upstream = make(made, azure, entra=EntraTokens("az", credential, SCOPE, clock))
     await upstream.complete(HELLO, DEPLOYMENT)
     clock.now += 3600 - 60  # renewal due, and the credential fails: the token has a minute left
