@@ -415,7 +415,7 @@ class ModelSettings(BaseModel):
     """
     embeddings: StrictBool = False
     """
-    An embedding model, served by POST /v1/embeddings (on an openai upstream only) and priced per input token at `price.input`. Embeddings requests to any other model are refused (400 `unsupported_model`); its fallbacks should be the same model on other upstreams, since vectors of different models do not mix.
+    An embedding model, served by POST /v1/embeddings (on an openai or azure upstream only) and priced per input token at `price.input`. Embeddings requests to any other model are refused (400 `unsupported_model`); its fallbacks should be the same model on other upstreams, since vectors of different models do not mix.
     """
     hosted_tools: Literal["omit", "refuse"] = "omit"
     """
