@@ -20,6 +20,7 @@ from handlers.inference.canonical import FinishReason, Request, Result, fold
 from handlers.inference.formats.embeddings import Embed
 from handlers.inference.upstreams.azure import AzureResponsesUpstream, AzureUpstream, resource_endpoint
 from handlers.inference.upstreams.entra import RENEW_BEFORE, EntraTokens
+from handlers.inference.upstreams.failures import event_error
 from handlers.inference.upstreams.registry import build_upstream
 from tests.fake_azure import FakeCredential
 from tests.fake_upstream import FakeUpstream
@@ -132,6 +133,12 @@ async def test_a_prompt_the_filter_refuses_is_the_callers_400_naming_the_filter(
     assert (err.kind, err.status, err.caller_fault, err.falls_back) == ("status", 400, True, False)
     assert err.message.startswith("Azure's content filter refused the prompt for violence (medium) (upstream az): ")
     assert "content management policy" in err.message and KEY not in err.message
+
+
+def test_a_streams_content_filter_error_event_is_a_400() -> None:
+    err = event_error("az", {"error": {"code": "content_filter", "message": "The response was filtered."}}, KEY,
+                      AzureUpstream.error_statuses)
+    assert (err.status, err.caller_fault, err.message) == (400, True, "The response was filtered.")
 
 
 async def test_another_400_is_read_as_before(azure: FakeUpstream, made: list[AzureUpstream]) -> None:
