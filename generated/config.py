@@ -210,6 +210,32 @@ class StoreSettings(BaseModel):
     """
 
 
+class AzureSettings(BaseModel):
+    """
+    An azure upstream is one Azure OpenAI resource. A model's `name` is its deployment's name (on Azure the deployment, not the model it runs, is what a request names). Azure answers in OpenAI's own wire shapes, so the upstream speaks Chat Completions or Responses like the openai and responses kinds, with Azure's differences: the key goes in `api-key` (or an Entra ID token as a bearer), the paths are Azure's, and a prompt Azure's content filter refuses is a 400 `upstream_rejected_request` that names the filter and its categories (never a fallback to another upstream, never a 502). A completion the filter cuts ends with the reason `content_filter` (Messages callers get `refusal`, Responses callers an incomplete response).
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    api: Literal["chat", "responses"] = "chat"
+    """
+    The OpenAI surface the deployments are called through. `chat` (Chat Completions) works for every chat model on Azure; `responses` is for the models Azure offers the Responses API for (reasoning models keep their reasoning between turns there). Both take every caller format.
+    """
+    api_version: StrictStr | None = None
+    """
+    Unset (the default), the v1 API: POST /openai/v1/chat/completions or /openai/v1/responses, the deployment named by `model` in the body, no api-version. Set (for example 2024-10-21 or 2025-04-01-preview), the dated API of resources or versions the v1 API does not serve: POST /openai/deployments/NAME/chat/completions?api-version=VERSION, or /openai/responses?api-version=VERSION with the deployment in `model` (Azure's Responses has no deployment path). Embeddings follow the same rule (/openai/v1/embeddings, or /openai/deployments/NAME/embeddings?api-version=VERSION).
+    """
+    entra: StrictBool = False
+    """
+    Sign in with Microsoft Entra ID instead of a key: each request carries `Authorization: Bearer` with a token from azure-identity's DefaultAzureCredential (a managed identity, a workload identity, AZURE_CLIENT_ID / AZURE_TENANT_ID / AZURE_CLIENT_SECRET, or the Azure CLI's sign-in), taken for `entra_scope` and renewed five minutes before it expires; a token is never logged. Needs the optional azure-identity package (`pip install 'specway[azure]'`): the gateway refuses to start without it. A request for which no token can be had fails over to its next candidate, as a refused key does.
+    """
+    entra_scope: StrictStr = "https://cognitiveservices.azure.com/.default"
+    """
+    The scope Entra ID tokens are asked for (Azure OpenAI's own, unless your cloud has another).
+    """
+
+
 class PoolSettings(BaseModel):
     """
     The connections one worker process keeps to an upstream. A call holds one for its whole life (a stream until it ends). A call that finds all `max_connections` in use waits its turn, first come first served, for up to `wait_seconds`. That wait is the gateway's own load, not the upstream's slowness, so it is no part of `timeouts` and never counts toward the upstream's cooldown. When it runs out the request goes on to its next candidate on another upstream; when none is left the caller gets 503 `upstream_busy` with Retry-After.
@@ -320,17 +346,17 @@ class UpstreamSettings(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
     )
-    kind: Literal["openai", "anthropic", "responses", "echo"]
+    kind: Literal["openai", "anthropic", "responses", "azure", "echo"]
     """
-    openai (any OpenAI-compatible Chat Completions server), anthropic (the Messages API), responses (the OpenAI Responses API), or echo (built in).
+    openai (any OpenAI-compatible Chat Completions server), anthropic (the Messages API), responses (the OpenAI Responses API), azure (Azure OpenAI, see `azure`), or echo (built in).
     """
     base_url: StrictStr | None = None
     """
-    For openai and responses, the URL that ends in /v1; for anthropic, the URL without /v1.
+    For openai and responses, the URL that ends in /v1; for anthropic, the URL without /v1; for azure, the resource's endpoint, https://RESOURCE.openai.azure.com (a trailing /openai or /openai/v1 is taken off).
     """
     api_key_env: StrictStr | None = None
     """
-    The environment variable that holds the upstream's API key (never the key itself).
+    The environment variable that holds the upstream's API key (never the key itself). An azure upstream sends it as `api-key`; give it this or `azure.entra`, not both.
     """
     headers: dict[str, StrictStr] = {}
     """
@@ -360,6 +386,10 @@ class UpstreamSettings(BaseModel):
     pool: PoolSettings = Field({}, validate_default=True)
     """
     How many calls each worker process may have open to this upstream at once, and how long a call beyond them waits for one to end.
+    """
+    azure: AzureSettings = Field({}, validate_default=True)
+    """
+    azure only, and refused on other kinds. Which of Azure OpenAI's surfaces and paths its deployments are called through, and how the gateway signs in.
     """
 
 
@@ -393,7 +423,7 @@ class ModelSettings(BaseModel):
     """
     embeddings: StrictBool = False
     """
-    An embedding model, served by POST /v1/embeddings (on an openai upstream only) and priced per input token at `price.input`. Embeddings requests to any other model are refused (400 `unsupported_model`); its fallbacks should be the same model on other upstreams, since vectors of different models do not mix.
+    An embedding model, served by POST /v1/embeddings (on an openai or azure upstream only) and priced per input token at `price.input`. Embeddings requests to any other model are refused (400 `unsupported_model`); its fallbacks should be the same model on other upstreams, since vectors of different models do not mix.
     """
     hosted_tools: Literal["omit", "refuse"] = "omit"
     """

@@ -22,14 +22,32 @@ from tests.conftest import Live, serve
 from tests.fake_upstream import FakeUpstream
 
 FORMATS = ("chat", "responses", "messages")
-KINDS = ("openai", "anthropic", "responses", "echo")
+# azure-chat and azure-responses are the azure kind through each of its surfaces: Chat Completions on the dated
+# deployment path, Responses on the v1 API (tests/fake_azure.py); each reads as the openai or responses kind whose wire
+# shapes it speaks (wire()), apart from its path, its query and its api-key.
+KINDS = ("openai", "anthropic", "responses", "azure-chat", "azure-responses", "echo")
 NATIVE = {"chat": "openai", "responses": "responses", "messages": "anthropic"}  # the kind that speaks each format
-MODEL = {"openai": "acme/oa", "anthropic": "acme/an", "responses": "acme/rs", "echo": "acme/echo"}
+MODEL = {"openai": "acme/oa", "anthropic": "acme/an", "responses": "acme/rs", "azure-chat": "acme/az",
+         "azure-responses": "acme/azr", "echo": "acme/echo"}
 PLAIN = "acme/oa-plain"  # not a reasoning model: effort routes, and is never forwarded
-UPSTREAM_MODEL = {"openai": "gpt-up", "anthropic": "claude-up", "responses": "resp-up", PLAIN: "gpt-plain"}
-UPSTREAM_PATH = {"openai": "/v1/chat/completions", "anthropic": "/v1/messages", "responses": "/v1/responses"}
+UPSTREAM_MODEL = {"openai": "gpt-up", "anthropic": "claude-up", "responses": "resp-up", "azure-chat": "gpt-az-deploy",
+                  "azure-responses": "resp-az-deploy", PLAIN: "gpt-plain"}
+AZURE_VERSION = "2024-10-21"
+UPSTREAM_PATH = {"openai": "/v1/chat/completions", "anthropic": "/v1/messages", "responses": "/v1/responses",
+                 "azure-chat": "/openai/deployments/gpt-az-deploy/chat/completions",
+                 "azure-responses": "/openai/v1/responses"}
+UPSTREAM_QUERY = {"azure-chat": {"api-version": AZURE_VERSION}}
 BUDGETS = {"low": 1024, "medium": 3072, "high": 6144}  # the policy's thinking_budget (not the defaults)
-SECRETS = {"oa": "sk-conf-oa-51c2", "an": "sk-ant-conf-9e7a", "rs": "sk-conf-rs-3b8d"}
+SECRETS = {"oa": "sk-conf-oa-51c2", "an": "sk-ant-conf-9e7a", "rs": "sk-conf-rs-3b8d", "az": "az-conf-key-7c1e",
+           "azr": "az-conf-key-40d9"}
+UPSTREAM = {"openai": "oa", "anthropic": "an", "responses": "rs", "azure-chat": "az", "azure-responses": "azr"}
+KEY_HEADER = {"anthropic": "x-api-key", "azure-chat": "api-key", "azure-responses": "api-key"}  # else a bearer
+WIRE = {"azure-chat": "openai", "azure-responses": "responses"}
+
+
+def wire(kind: str) -> str:
+    """The kind whose wire shapes `kind` speaks: itself, but for the azure cells."""
+    return WIRE.get(kind, kind)
 
 
 def cell(fmt: str, kind: str, *rest: Any, stream: bool, label: str = "") -> Any:
@@ -60,6 +78,10 @@ def fixture_live(fake: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -
         "an": {"kind": "anthropic", "base_url": fake.anthropic_url, "api_key_env": "SPECWAY_CONF_AN",
                "timeouts": timeouts},
         "rs": {"kind": "responses", "base_url": fake.url, "api_key_env": "SPECWAY_CONF_RS", "timeouts": timeouts},
+        "az": {"kind": "azure", "base_url": fake.azure_url, "api_key_env": "SPECWAY_CONF_AZ", "timeouts": timeouts,
+               "azure": {"api_version": AZURE_VERSION}},
+        "azr": {"kind": "azure", "base_url": fake.azure_url + "/openai/v1", "api_key_env": "SPECWAY_CONF_AZR",
+                "timeouts": timeouts, "azure": {"api": "responses"}},
         "echo": {"kind": "echo"},
     }
     models = [
@@ -67,6 +89,8 @@ def fixture_live(fake: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -
         {"id": PLAIN, "upstream": "oa", "name": "gpt-plain"},
         {"id": "acme/an", "upstream": "an", "name": "claude-up", "reasoning": True},
         {"id": "acme/rs", "upstream": "rs", "name": "resp-up", "reasoning": True},
+        {"id": "acme/az", "upstream": "az", "name": "gpt-az-deploy", "reasoning": True},
+        {"id": "acme/azr", "upstream": "azr", "name": "resp-az-deploy", "reasoning": True},
         {"id": "acme/echo", "upstream": "echo", "name": "echo", "reasoning": True},
     ]
     config = {
@@ -76,6 +100,7 @@ def fixture_live(fake: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -
         "default_policy": "default",
         "cooldown": {"seconds": 0},  # a refused request must never take its upstream out of the next test
     }
+    fake.azure_keys = {SECRETS["az"], SECRETS["azr"]}
     with pytest.MonkeyPatch.context() as mp:
         for name, secret in SECRETS.items():
             mp.setenv(f"SPECWAY_CONF_{name.upper()}", secret)
@@ -235,6 +260,7 @@ def expected_usage(fmt: str, kind: str, reported: tuple[int, ...]) -> dict[str, 
     Anthropic reports them apart from input_tokens. Chat and Responses count every prompt token (cache reads in
     cached_tokens, writes in cache_write_tokens); Messages counts reads and writes apart."""
     inp, out, cached, *rest = reported
+    kind = wire(kind)
     write = rest[0] if rest and kind in WRITES_REPORTED else 0
     prompt = inp + cached + write if kind == "anthropic" else inp
     if fmt == "messages":
@@ -257,12 +283,12 @@ def received(fake: FakeUpstream, kind: str, stream: bool, model: str | None = No
     """The body of the request the fake received (the last by default), on the kind's path, for its model."""
     assert fake.requests, "the upstream received nothing"
     got = fake.requests[index]
-    assert got.path == UPSTREAM_PATH[kind], got.path
+    assert (got.path, got.query) == (UPSTREAM_PATH[kind], UPSTREAM_QUERY.get(kind, {})), (got.path, got.query)
     assert got.body["model"] == UPSTREAM_MODEL[model or kind], got.body.get("model")
     assert bool(got.body.get("stream")) is stream
-    secret = SECRETS[{"openai": "oa", "anthropic": "an", "responses": "rs"}[kind]]
-    assert (got.headers.get("x-api-key") if kind == "anthropic" else got.headers.get("authorization")) == \
-        (secret if kind == "anthropic" else f"Bearer {secret}"), "the upstream's own key, never the caller's"
+    secret, header = SECRETS[UPSTREAM[kind]], KEY_HEADER.get(kind, "authorization")
+    assert got.headers.get(header) == (secret if kind in KEY_HEADER else f"Bearer {secret}"), \
+        "the upstream's own key, never the caller's"
     return dict(got.body)
 
 
@@ -281,7 +307,7 @@ def _items(body: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _turns(kind: str, body: dict[str, Any]) -> list[dict[str, Any]]:
     """The messages (role + content) the upstream received, system ones included where the kind puts them there."""
-    if kind == "responses":
+    if wire(kind) == "responses":
         return [i for i in _items(body) if i.get("type", "message") == "message"]
     return list(body.get("messages") or [])
 
@@ -291,7 +317,7 @@ def _parts(kind: str, body: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def system_of(kind: str, body: dict[str, Any]) -> str:
-    if kind == "anthropic":
+    if wire(kind) == "anthropic":
         return text_of(body.get("system"))
     said = [text_of(m.get("content")) for m in _turns(kind, body) if m.get("role") in ("system", "developer")]
     return "\n".join(([body["instructions"]] if body.get("instructions") else []) + said)
@@ -307,7 +333,7 @@ def images_of(kind: str, body: dict[str, Any]) -> list[tuple[str, ...]]:
     """("base64", media type, data) or ("url", url) for every image the upstream received."""
     out: list[tuple[str, ...]] = []
     for p in _parts(kind, body):
-        if kind == "anthropic" and p.get("type") == "image":
+        if wire(kind) == "anthropic" and p.get("type") == "image":
             src = p["source"]
             out.append(("base64", src["media_type"], src["data"]) if src["type"] == "base64" else ("url", src["url"]))
         elif p.get("type") in ("image_url", "input_image"):
@@ -323,17 +349,17 @@ def images_of(kind: str, body: dict[str, Any]) -> list[tuple[str, ...]]:
 def tools_of(kind: str, body: dict[str, Any]) -> dict[str, Any]:
     """Offered function tools: name -> JSON schema of the arguments."""
     tools = body.get("tools") or []
-    if kind == "openai":
+    if wire(kind) == "openai":
         return {t["function"]["name"]: t["function"].get("parameters") for t in tools}
-    return {t["name"]: t.get("input_schema" if kind == "anthropic" else "parameters") for t in tools}
+    return {t["name"]: t.get("input_schema" if wire(kind) == "anthropic" else "parameters") for t in tools}
 
 
 def calls_of(kind: str, body: dict[str, Any]) -> list[tuple[str, str, Any]]:
     """(call id, name, decoded arguments) of every tool call in the history the upstream received."""
-    if kind == "openai":
+    if wire(kind) == "openai":
         return [(t["id"], t["function"]["name"], json.loads(t["function"]["arguments"]))
                 for m in _turns(kind, body) for t in m.get("tool_calls") or []]
-    if kind == "responses":
+    if wire(kind) == "responses":
         return [(i["call_id"], i["name"], json.loads(i["arguments"])) for i in _items(body)
                 if i.get("type") == "function_call"]
     return [(p["id"], p["name"], p["input"]) for p in _parts(kind, body) if p.get("type") == "tool_use"]
@@ -341,9 +367,9 @@ def calls_of(kind: str, body: dict[str, Any]) -> list[tuple[str, str, Any]]:
 
 def results_of(kind: str, body: dict[str, Any]) -> list[tuple[str, str]]:
     """(call id, text) of every tool result the upstream received."""
-    if kind == "openai":
+    if wire(kind) == "openai":
         return [(m["tool_call_id"], text_of(m["content"])) for m in _turns(kind, body) if m["role"] == "tool"]
-    if kind == "responses":
+    if wire(kind) == "responses":
         return [(i["call_id"], text_of(i["output"])) for i in _items(body) if i.get("type") == "function_call_output"]
     return [(p["tool_use_id"], text_of(p["content"])) for p in _parts(kind, body) if p.get("type") == "tool_result"]
 
@@ -351,7 +377,7 @@ def results_of(kind: str, body: dict[str, Any]) -> list[tuple[str, str]]:
 def effort_of(kind: str, body: dict[str, Any]) -> Any:
     """The effort field in the kind's own words, or None when none arrived."""
     return {"openai": body.get("reasoning_effort"), "responses": (body.get("reasoning") or {}).get("effort"),
-            "anthropic": body.get("thinking")}[kind]
+            "anthropic": body.get("thinking")}[wire(kind)]
 
 
 EFFORT_FIELDS = ("reasoning_effort", "reasoning", "thinking")  # no kind may receive these for a non-reasoning model
@@ -359,8 +385,8 @@ EFFORT_FIELDS = ("reasoning_effort", "reasoning", "thinking")  # no kind may rec
 
 def limit_of(kind: str, body: dict[str, Any], reasoning: bool = True) -> Any:
     """The token limit the upstream received (an openai reasoning model takes max_completion_tokens)."""
-    if kind == "openai":
+    if wire(kind) == "openai":
         other = "max_tokens" if reasoning else "max_completion_tokens"
         assert other not in body, f"{other} sent to a {'reasoning' if reasoning else 'plain'} chat model"
         return body.get("max_completion_tokens" if reasoning else "max_tokens")
-    return body.get("max_tokens" if kind == "anthropic" else "max_output_tokens")
+    return body.get("max_tokens" if wire(kind) == "anthropic" else "max_output_tokens")

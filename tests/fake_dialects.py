@@ -50,6 +50,9 @@ class Reply:
     # Anthropic: usage fields of its own (service_tier, server_tool_use ...), in the whole answer's usage and
     # message_start's; server_tool_use also in message_delta's.
     native_usage: dict[str, Any] = field(default_factory=dict)
+    # Azure (tests/fake_azure.py): the content filter's category; with status 400 it refuses the prompt, with finish
+    # "content_filter" it cut the completion
+    filtered: str | None = None
 
 
 

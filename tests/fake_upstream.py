@@ -32,7 +32,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Self
 
 import orjson
@@ -43,6 +43,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from tests import fake_azure
 from tests.fake_dialects import ERRORS, STREAMS, WHOLE, Reply, Usage, default_usage, messages_error
 
 __all__ = ["FakeUpstream", "Received", "Reply", "Usage", "count_words", "fake_vector"]
@@ -53,7 +54,7 @@ class Received:
     headers: dict[str, str]
     body: Any  # parsed JSON, or None when it was not JSON
     peer: str = ""  # the client's host:port, to tell connections apart
-    query: str = ""  # the URL's query string
+    query: dict[str, str] = field(default_factory=dict)
 
 
 class FakeUpstream:
@@ -64,7 +65,13 @@ class FakeUpstream:
         self.gate: threading.Event | None = None  # see hold()
         self.responder: Callable[[str, Any], Reply] | None = None  # (dialect, body) -> the answer, when none is queued
         self.port = 0
+        self.azure_keys: set[str] = set()  # the api-key values its Azure paths take (tests/fake_azure.py)
+        self.azure_tokens: set[str] = set()  # and the Entra ID bearer tokens
+        azure = functools.partial(Route, endpoint=self._azure, methods=["POST"])
         routes = [
+            azure("/openai/v1/chat/completions"), azure("/openai/v1/responses"), azure("/openai/v1/embeddings"),
+            azure("/openai/deployments/{deployment}/chat/completions"), azure("/openai/responses"),
+            azure("/openai/deployments/{deployment}/embeddings"),
             Route("/v1/chat/completions", functools.partial(self._answer, dialect="chat"), methods=["POST"]),
             Route("/v1/messages", functools.partial(self._answer, dialect="messages"), methods=["POST"]),
             Route("/v1/responses", functools.partial(self._answer, dialect="responses"), methods=["POST"]),
@@ -89,6 +96,11 @@ class FakeUpstream:
 
     @property
     def anthropic_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def azure_url(self) -> str:
+        """Like an Azure OpenAI resource's endpoint, https://RESOURCE.openai.azure.com."""
         return f"http://127.0.0.1:{self.port}"
 
     def script(self, reply: Reply | None = None, **fields: Any) -> None:
@@ -148,7 +160,8 @@ class FakeUpstream:
         except orjson.JSONDecodeError:
             body = None
         peer = f"{request.client.host}:{request.client.port}" if request.client else ""
-        self.requests.append(Received(request.url.path, dict(request.headers), body, peer, request.url.query))
+        self.requests.append(Received(request.url.path, dict(request.headers), body, peer,
+                                      dict(request.query_params)))
         await self._pass_gate()
         if self.replies:
             reply = self.replies.popleft()
@@ -161,20 +174,38 @@ class FakeUpstream:
 
     async def _answer(self, request: Request, dialect: str) -> Any:
         body, reply = await self._receive(request, dialect)
+        return self._reply(dialect, body, reply)
+
+    async def _azure(self, request: Request) -> Any:
+        """Azure OpenAI's paths: its credentials and api-version checked, its dialects annotated as Azure does."""
+        dialect = "responses" if request.url.path.endswith("/responses") else "chat"
+        body, reply = await self._receive(request, "" if request.url.path.endswith("/embeddings") else dialect)
+        if (refused := fake_azure.refused(request, self.azure_keys, self.azure_tokens)) is not None:
+            return refused
+        if request.url.path.endswith("/embeddings"):
+            return self._vectors(body, reply)
+        if reply.status >= 400:
+            return JSONResponse(fake_azure.error(reply), reply.status, headers=reply.headers)
+        return self._reply(dialect, body, reply, request.path_params.get("deployment"), azure=True)
+
+    def _reply(self, dialect: str, body: Any, reply: Reply, deployment: str | None = None, azure: bool = False
+               ) -> Any:
         if reply.status >= 400:
             return JSONResponse(ERRORS[dialect](reply), reply.status, headers=reply.headers)
         body = body or {}
-        model = reply.model or body.get("model") or "fake-model"
+        model = reply.model or deployment or body.get("model") or "fake-model"
         usage = reply.usage or default_usage(body, reply)
         if not body.get("stream"):
             if reply.malformed:
                 return Response(b'{"id": "broken', media_type="application/json", headers=reply.headers)
             if reply.body is not None:
                 return JSONResponse(reply.body, headers=reply.headers)
-            return JSONResponse(WHOLE[dialect](reply, model, usage), headers=reply.headers)
+            whole = WHOLE[dialect](reply, model, usage)
+            return JSONResponse(fake_azure.annotated(dialect, whole, reply) if azure else whole, headers=reply.headers)
         stream_options = body.get("stream_options") or {}
         include_usage = dialect in ("messages", "responses") or bool(stream_options.get("include_usage"))
-        return _Stream(STREAMS[dialect](reply, model, usage if include_usage else None), reply, self)
+        chunks = STREAMS[dialect](reply, model, usage if include_usage else None)
+        return _Stream(fake_azure.annotated_stream(dialect, chunks, reply) if azure else chunks, reply, self)
 
     async def _count_tokens(self, request: Request) -> Any:
         """Anthropic's POST /v1/messages/count_tokens: a scripted Reply's usage[0], else the words of the system,
@@ -189,6 +220,9 @@ class FakeUpstream:
         """OpenAI's POST /v1/embeddings: fake_vector() of each input (base64 of little-endian float32 when asked), a
         scripted Reply's usage[0] as prompt_tokens, else the inputs' words or token ids; errors as chat's."""
         body, reply = await self._receive(request)
+        return self._vectors(body, reply)
+
+    def _vectors(self, body: Any, reply: Reply) -> Any:
         if reply.status >= 400:
             return JSONResponse(ERRORS["chat"](reply), reply.status, headers=reply.headers)
         if reply.malformed:

@@ -1,5 +1,5 @@
 """Conformance: every inbound format (through its official SDK) x every upstream kind (openai, anthropic, responses,
-echo) x whole or streamed x {text, image, tools round trip, structured output, effort/thinking, cache-control,
+azure through Chat Completions and through Responses, echo) x whole or streamed x {text, image, tools round trip, structured output, effort/thinking, cache-control,
 multi-turn with system}, then the refusal block.
 
 Each cell asserts what the upstream received (the fake records every request; read in the upstream's own words)
@@ -44,6 +44,7 @@ from tests.conformance_support import (
     system_of,
     tools_of,
     turns_of,
+    wire,
 )
 from tests.fake_upstream import FakeUpstream
 
@@ -206,20 +207,20 @@ def test_structured_output(clients: Clients, fake: FakeUpstream, fmt: str, kind:
         assert OUTPUT_FIELD[fmt] in error["message"] and "echo" in error["message"]
         echoed(fake)
         return
-    forced_tool = kind == "anthropic" and fmt != "messages"
+    forced_tool = wire(kind) == "anthropic" and fmt != "messages"
     if forced_tool:  # Anthropic answers the forced tool; the caller must get its input as the JSON text
         fake.script(text="", tool_calls=[{"id": "toolu_out", "name": FORCED_TOOL, "arguments": json.dumps(ANSWER)}])
     else:
         fake.script(text=json.dumps(ANSWER))
     got = send(clients, fmt, stream, args)
     body = received(fake, kind, stream)
-    if NATIVE[fmt] == kind:  # the caller's own words, byte for byte
+    if NATIVE[fmt] == wire(kind):  # the caller's own words, byte for byte
         field = next(iter(OUTPUT[fmt]))
         assert body[field] == OUTPUT[fmt][field]
-    elif kind == "openai":
+    elif wire(kind) == "openai":
         sent = body["response_format"]
         assert (sent["type"], sent["json_schema"]["schema"]) == ("json_schema", SCHEMA), sent
-    elif kind == "responses":
+    elif wire(kind) == "responses":
         sent = body["text"]["format"]
         assert (sent["type"], sent["schema"]) == ("json_schema", SCHEMA), sent
     else:
@@ -272,15 +273,15 @@ def test_effort_and_thinking(clients: Clients, fake: FakeUpstream, fmt: str, kin
         assert got.text == f"Echo: {AGAIN}"
         return
     body = received(fake, kind, stream)
-    tier, same = TIER[fmt], NATIVE[fmt] == kind
-    if kind == "anthropic":
+    tier, same = TIER[fmt], NATIVE[fmt] == wire(kind)
+    if wire(kind) == "anthropic":
         budget = 2000 if same else BUDGETS[tier]
         assert body["thinking"] == {"type": "enabled", "budget_tokens": budget}
         assert body["max_tokens"] == (caller_limit(fmt) if same else budget + MAX_TOKENS)
     else:
         assert effort_of(kind, body) == tier
         assert limit_of(kind, body) == caller_limit(fmt)
-        if kind == "responses" and same:
+        if wire(kind) == "responses" and same:
             assert body["reasoning"] == EFFORT["responses"]["reasoning"]
     assert turns_of(kind, body) == [("user", PROMPT), ("assistant", EARLIER), ("user", AGAIN)]
     if same:
@@ -315,11 +316,11 @@ def reasoning_back(fmt: str, kind: str) -> list[tuple[str, str | None]]:
     if fmt == "chat":
         return [(THOUGHT, None)]
     if fmt == "responses":
-        return [(THOUGHT, ENCRYPTED if kind == "responses" else None)]
-    return [(THOUGHT, SIGNATURE if kind == "anthropic" else "")]
+        return [(THOUGHT, ENCRYPTED if wire(kind) == "responses" else None)]
+    return [(THOUGHT, SIGNATURE if wire(kind) == "anthropic" else "")]
 
 
-@pytest.mark.parametrize(("fmt", "kind", "stream"), cells(kinds=("openai", "anthropic", "responses")))
+@pytest.mark.parametrize(("fmt", "kind", "stream"), cells(kinds=("openai", "anthropic", "responses", "azure-chat", "azure-responses")))
 def test_upstream_reasoning_comes_back_in_the_callers_shape(clients: Clients, fake: FakeUpstream, fmt: str,
                                                             kind: str, stream: bool) -> None:
     fake.script(text=TEXT, reasoning=[THOUGHT], signature=SIGNATURE)
@@ -367,18 +368,18 @@ def test_cache_control(clients: Clients, fake: FakeUpstream, fmt: str, kind: str
     headers = fake.requests[-1].headers
     assert (system_of(kind, body), turns_of(kind, body)) == (SYSTEM, [("user", PROMPT)])
     version = clients.anthropic.default_headers["anthropic-version"] if fmt == "messages" else "2023-06-01"
-    assert headers.get("anthropic-version") == (version if kind == "anthropic" else None)  # the caller's, or config's
-    assert headers.get("anthropic-beta") == (BETA if kind == "anthropic" and fmt == "messages" else None)
-    if kind == "anthropic" and fmt == "messages":  # byte for byte
+    assert headers.get("anthropic-version") == (version if wire(kind) == "anthropic" else None)  # the caller's, or config's
+    assert headers.get("anthropic-beta") == (BETA if wire(kind) == "anthropic" and fmt == "messages" else None)
+    if wire(kind) == "anthropic" and fmt == "messages":  # byte for byte
         assert (body["system"], body["messages"], body["tools"]) == (args["system"], args["messages"], args["tools"])
-    elif kind == "anthropic":
+    elif wire(kind) == "anthropic":
         user_mark = HOUR if fmt == "chat" else EPHEMERAL
         assert body["system"] == MARKED_SYSTEM
         assert body["messages"] == [{"role": "user", "content": [{"type": "text", "text": PROMPT,
                                                                    "cache_control": user_mark}]}]
         if fmt == "chat":
             assert body["tools"][0].get("cache_control") == EPHEMERAL
-    elif kind == "responses" and fmt == "responses":
+    elif wire(kind) == "responses" and fmt == "responses":
         assert (body["input"], body["prompt_cache_key"]) == (args["input"], "conformance")
     # to the other OpenAI-kind cells marks need no words: the body was accepted and answered
     assert got.text == TEXT
@@ -411,7 +412,7 @@ def test_multi_turn_with_system(clients: Clients, fake: FakeUpstream, fmt: str, 
     body = received(fake, kind, stream)
     assert system_of(kind, body) == SYSTEM
     assert turns_of(kind, body) == TURNS
-    if kind == "openai":  # the system message comes first
+    if wire(kind) == "openai":  # the system message comes first
         assert body["messages"][0]["role"] in ("system", "developer")
     assert got.text == "Hello from fake"
 
@@ -428,6 +429,10 @@ REFUSED = [  # caller format, upstream kind, what the caller adds, the field the
     ("messages", "openai", {"extra_body": {"top_k": 5}}, "top_k"),
     ("messages", "responses", {"extra_body": {"top_k": 5}}, "top_k"),
     ("messages", "echo", {"extra_body": {"top_k": 5}}, "top_k"),
+    ("chat", "azure-responses", {"logit_bias": {"50256": -100}}, "logit_bias"),
+    ("chat", "azure-responses", {"n": 2}, "n"),
+    ("messages", "azure-chat", {"extra_body": {"top_k": 5}}, "top_k"),
+    ("messages", "azure-responses", {"extra_body": {"top_k": 5}}, "top_k"),
     *[("responses", kind, {"previous_response_id": "resp_0123456789abcdef"}, "previous_response_id")
       for kind in KINDS],
     *[("responses", kind, {"store": True}, "store") for kind in KINDS],
@@ -438,6 +443,8 @@ ACCEPTED = [  # inert values and advisory fields: another kind may leave them ou
     ("messages", "openai", {"metadata": {"user_id": "u-1"}}),
     ("responses", "anthropic", {"store": False, "user": "u-1"}),
     ("responses", "echo", {"store": False}),
+    ("chat", "azure-responses", {"n": 1, "presence_penalty": 0, "user": "u-1"}),
+    ("messages", "azure-chat", {"metadata": {"user_id": "u-1"}}),
 ]
 
 

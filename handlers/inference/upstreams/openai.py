@@ -24,11 +24,14 @@ class OpenAIUpstream(HttpUpstream):
     def auth_headers(self, api_key: str) -> dict[str, str]:
         return {"authorization": f"Bearer {api_key}"}
 
+    def embeddings_path(self, model: str) -> str:
+        return "/embeddings"
+
     async def embed(self, request: Embed, model: str) -> Vectors:
         """POST /embeddings (base_url includes /v1): the caller's body with `model`; the vectors as the upstream sent
         them. An answer without one embedding per input cannot be read (an UpstreamError, which falls back)."""
         body = embeddings.upstream_body(request, model, self.options)
-        payload = await self.post_json("/embeddings", body)
+        payload = await self.post_json(self.embeddings_path(model), body)
         try:
             return embeddings.upstream_result(payload, len(embeddings.inputs(request)))
         except UpstreamFault as fault:
