@@ -101,7 +101,7 @@ def _pick(sources: dict[str, Source], field: str, configured: Any, data: Any) ->
     return data
 
 
-def _tiers(data: Known | None, configured: tuple[bool, bool, bool, bool]) -> tuple[Tier, ...]:
+def _tiers(data: Known | None, configured: tuple[bool, ...]) -> tuple[Tier, ...]:
     """The data's tiers without the prices the configuration sets (a configured price holds at every length)."""
     if data is None:
         return ()
@@ -125,7 +125,7 @@ def _model(m: ModelSettings, data: Known | None) -> Model:
         price_out=_pick(src, _OUTPUT, _price(price.output), d.output) or Decimal(0),
         price_cached_in=_pick(src, _CACHED, _price(price.cached_input), d.cached_input),
         price_cache_write=_pick(src, _WRITTEN, _price(price.cache_write), d.cache_write),
-        tiers=_tiers(data, configured),  # type: ignore[arg-type]
+        tiers=_tiers(data, configured),
         context_window=_pick(src, _WINDOW, m.context_window, d.context_window),
         max_output_tokens=_pick(src, _MOST_OUTPUT, m.max_output_tokens, d.max_output_tokens),
         reasoning=bool(_pick(src, _REASONING, m.reasoning, d.reasoning)),
