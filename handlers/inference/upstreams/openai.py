@@ -5,6 +5,7 @@ from __future__ import annotations
 from handlers.inference.formats import embeddings
 from handlers.inference.formats.base import UpstreamFault
 from handlers.inference.formats.embeddings import Embed, Vectors
+from handlers.inference.known import DataProvider
 from handlers.inference.upstreams.http import HttpUpstream
 
 
@@ -18,6 +19,7 @@ class OpenAIUpstream(HttpUpstream):
     kind = "openai"
     system = "openai"
     embeds = True
+    data_provider = DataProvider(prices="openai", abilities="openai")  # compatible servers' names rarely collide
     speaks = "chat"
     path = "/chat/completions"
 
