@@ -1065,7 +1065,7 @@ class ResponsesRequest(StrictModel):
     """
     include: list[StrictStr] | None = Field(None, json_schema_extra={"x-translate": "advisory"})
     """
-    Extra output data a responses upstream adds (reasoning.encrypted_content ...); safe to leave out for other upstreams.
+    Extra output data a responses upstream adds (reasoning.encrypted_content ...); safe to leave out for other upstreams. With reasoning.encrypted_content, an anthropic upstream's signed (or redacted) thinking comes back too, as a reasoning item whose encrypted_content carries what Anthropic needs to take it back in a tool loop (send the item back in input, its summary unchanged).
     """
     truncation: StrictStr | None = Field(None, json_schema_extra={"x-translate": "advisory"})
     """
@@ -1123,7 +1123,7 @@ class ResponseOutputItem(StrictModel):
     """
     encrypted_content: StrictStr | None = None
     """
-    A reasoning item's encrypted reasoning, from a responses upstream; send the item back in input.
+    A reasoning item's encrypted reasoning, from a responses upstream as it made it; or, when the request included reasoning.encrypted_content, an anthropic upstream's thinking signature (or redacted thinking) in a token of the gateway's own (specway.v1 ...). Opaque either way; send the item back in input.
     """
 
 

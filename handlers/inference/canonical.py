@@ -366,7 +366,7 @@ def fold(events: list[Event]) -> Result:
     last: Event | None = None
     for ev in events:
         if isinstance(ev, ThinkingDelta):
-            if not isinstance(last, ThinkingDelta):
+            if not isinstance(last, ThinkingDelta) or _starts_block(thoughts[-1], ev):
                 thoughts.append(Thinking("", format=ev.format))
             _add_thinking(thoughts[-1], ev)
         elif isinstance(ev, TextDelta):
@@ -390,6 +390,14 @@ def fold(events: list[Event]) -> Result:
         content.append(Text("".join(refusal), refusal=True))
     content.extend(calls[i] for i in sorted(calls))
     return Result(content=content, finish_reason=finish.reason, usage=usage, stop_sequence=finish.stop_sequence)
+
+
+def _starts_block(block: Thinking, ev: ThinkingDelta) -> bool:
+    """Whether a piece right after `block` is another block: redacted data is a block of its own, a signature ends its
+    block, and OpenAI's items have ids."""
+    if ev.redacted is not None or block.redacted is not None:
+        return True
+    return bool(block.signature and ev.signature is None) or (block.id is not None and ev.id not in (None, block.id))
 
 
 def _add_thinking(block: Thinking, ev: ThinkingDelta) -> None:

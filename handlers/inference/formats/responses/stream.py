@@ -12,14 +12,17 @@ from handlers.inference.canonical import (
     ItemStart,
     Request,
     TextDelta,
+    Thinking,
     ThinkingDelta,
     ToolCallDelta,
     ToolCallStart,
 )
 from handlers.inference.formats.common import StreamState, sse
+from handlers.inference.formats.reasoning import carry
 from handlers.inference.formats.responses.answer import (
     ANSWERING,
     call,
+    keeps_thinking,
     message,
     message_id,
     part,
@@ -50,6 +53,8 @@ class StreamRenderer(StreamState):
         self._annotations: list[dict[str, Any]] = []  # the open output_text part's
         self._calls: dict[int, tuple[int, dict[str, Any]]] = {}  # canonical index -> (output index, item)
         self._thought: str | None = None  # the open reasoning item's id when OpenAI made it (it may come back)
+        self._signed = ""  # the open reasoning item's Anthropic signature, so far
+        self._keep = keeps_thinking(request)  # Anthropic's thinking comes with the token that takes it back
         self._relayed: dict[str, int] = {}  # the upstream's items we do not model, by id -> their output index
 
     def start(self) -> bytes:
@@ -120,20 +125,36 @@ class StreamRenderer(StreamState):
 
     def on_thinking(self, ev: ThinkingDelta) -> bytes:
         """Thinking is a reasoning item whose summary streams; OpenAI's own (format "responses") keeps its id and
-        encrypted content, which the caller sends back in input. A new id starts a new item."""
+        encrypted content, which the caller sends back in input. A new id starts a new item, and so does Anthropic's
+        thinking after a signature (which ends its block) or redacted (a block of its own)."""
+        if ev.redacted is not None:
+            return self._redacted(ev)
         out = b""
         own = ev.id if ev.format == "responses" else None
-        if self._open is None or self._open["type"] != "reasoning" or (own is not None and own != self._thought):
+        if (self._open is None or self._open["type"] != "reasoning" or (own is not None and own != self._thought)
+                or self._signed):
             out = self._close() + self._open_reasoning(own)
         assert self._open is not None
         if ev.encrypted is not None and self._thought is not None:
             self._open["encrypted_content"] = ev.encrypted
+        if ev.signature and ev.format == "messages":
+            self._signed += ev.signature
         if not ev.text:
             return out
         if not self._pieces:
             out += self._frame("response.reasoning_summary_part.added", {**self._at(), **_summary_at(summary(""))})
         self._pieces.append(ev.text)
         return out + self._frame("response.reasoning_summary_text.delta", {**self._at(), **_summary_at(delta=ev.text)})
+
+    def _redacted(self, ev: ThinkingDelta) -> bytes:
+        """Anthropic's redacted thinking: an item with no summary, for a caller who can send it back."""
+        token = carry(Thinking("", redacted=ev.redacted, format=ev.format)) if self._keep else None
+        if token is None:
+            return b""
+        out = self._close() + self._open_reasoning(None)
+        assert self._open is not None
+        self._open["encrypted_content"] = token
+        return out + self._close()
 
     def on_call_start(self, ev: ToolCallStart) -> bytes:
         out = self._close()
@@ -214,7 +235,10 @@ class StreamRenderer(StreamState):
         return self._frame("response.custom_tool_call_input.done", {**at, "input": item["input"]})
 
     def _done_reasoning(self, at: dict[str, Any], item: dict[str, Any], text: str) -> bytes:
-        self._thought = None
+        signed, self._thought, self._signed = self._signed, None, ""
+        token = carry(Thinking(text, signature=signed, format="messages")) if self._keep and signed else None
+        if token is not None:
+            item["encrypted_content"] = token
         if not text:
             return b""
         item["summary"] = [summary(text)]
