@@ -411,9 +411,13 @@ class MessageContentBlock(StrictModel):
     )
     type: StrictStr
     """
-    text, tool_use, thinking, redacted_thinking, or a block of Anthropic's own (server_tool_use, web_search_tool_result, ...) that an anthropic upstream answered with, passed on as it came.
+    text, tool_use, thinking, redacted_thinking, or a block of Anthropic's own (server_tool_use, web_search_tool_result, ...) that an anthropic upstream answered with, passed on as it came, whole and streamed.
     """
     text: StrictStr = None
+    citations: list[dict[str, Any]] = None
+    """
+    A text block's citations (web search results, document passages), from an anthropic upstream as it sent them (streamed as citations_delta).
+    """
     id: StrictStr = None
     name: StrictStr = None
     input: dict[str, Any] = None
@@ -505,6 +509,9 @@ class ResponseOutputText(StrictModel):
     type: Literal["output_text", "refusal"] = None
     text: StrictStr = None
     annotations: list[Any] = None
+    """
+    The text's annotations (url_citation ...) from a responses upstream; from an anthropic upstream, its web search citations as url_citation spanning the text they cite (its other citations are left out, and the decision record says so).
+    """
     refusal: StrictStr = None
 
 

@@ -17,6 +17,7 @@ from handlers.inference.canonical import (
     Unknown,
     Usage,
 )
+from handlers.inference.formats.citations import url_citation
 from handlers.inference.formats.reasoning import carry
 from handlers.inference.formats.responses.vocabulary import ENCRYPTED, STATUSES, VOCABULARY, render_usage
 
@@ -49,9 +50,14 @@ def add_text(parts: list[dict[str, Any]], block: Text) -> None:
     kind, field = ("refusal", "refusal") if block.refusal else ("output_text", "text")
     last = parts[-1] if parts else None
     if last is not None and last["type"] == kind and not block.annotations:
+        start = len(last[field])
         last[field] += block.text
     else:
-        parts.append(refusal_part(block.text) if block.refusal else part(block.text, block.annotations))
+        start, last = 0, refusal_part(block.text) if block.refusal else part(block.text, block.annotations)
+        parts.append(last)
+    cited = [a for c in block.citations or [] if (a := url_citation(c, start, start + len(block.text)))]
+    if cited and kind == "output_text":  # Anthropic's web citations of the block's text (formats/citations.py)
+        last["annotations"] = [*last["annotations"], *cited]
 
 
 def keeps_thinking(request: Request) -> bool:

@@ -12,11 +12,13 @@ from handlers.inference.canonical import (
     ItemStart,
     Request,
     TextDelta,
+    TextEnd,
     Thinking,
     ThinkingDelta,
     ToolCallDelta,
     ToolCallStart,
 )
+from handlers.inference.formats.citations import url_citation
 from handlers.inference.formats.common import StreamState, sse
 from handlers.inference.formats.reasoning import carry
 from handlers.inference.formats.responses.answer import (
@@ -51,6 +53,7 @@ class StreamRenderer(StreamState):
         self._pieces: list[str] = []  # the open message part's text, or the open reasoning item's summary
         self._part: str | None = None  # the open message part's type (output_text, refusal), None when none is
         self._annotations: list[dict[str, Any]] = []  # the open output_text part's
+        self._citing: list[tuple[dict[str, Any], int]] = []  # Anthropic's web citations of the text block streaming
         self._calls: dict[int, tuple[int, dict[str, Any]]] = {}  # canonical index -> (output index, item)
         self._thought: str | None = None  # the open reasoning item's id when OpenAI made it (it may come back)
         self._signed = ""  # the open reasoning item's Anthropic signature, so far
@@ -74,6 +77,8 @@ class StreamRenderer(StreamState):
         return self._frame("error", body)
 
     def on_text(self, ev: TextDelta) -> bytes:
+        if ev.citation is not None:
+            return self._cite(ev.citation)
         if not ev.text and ev.annotation is None:
             return b""
         kind = "refusal" if ev.refusal else "output_text"
@@ -88,6 +93,25 @@ class StreamRenderer(StreamState):
         at = {**self._at(), "content_index": self._index()}
         return out + self._frame(_DELTAS[kind], at | ({"logprobs": []} if kind == "output_text" else {}) |
                                  {"delta": ev.text})
+
+    def _cite(self, citation: dict[str, Any]) -> bytes:
+        """An Anthropic citation of the text block that follows: a web page's becomes a url_citation annotation of
+        that text when it ends (the relay reports the others as left out)."""
+        if url_citation(citation, 0, 0) is None:
+            return b""
+        out = b""
+        if self._open is None or self._open["type"] != "message":
+            out = self._close() + self._open_message()
+        if self._part != "output_text":
+            out += self._close_part() + self._open_part("output_text")
+        self._citing.append((citation, len("".join(self._pieces))))
+        return out
+
+    def on_text_end(self, ev: TextEnd) -> bytes:
+        if not self._citing or self._part != "output_text":
+            return b""
+        end, citing, self._citing = len("".join(self._pieces)), self._citing, []
+        return b"".join(self._annotate(url_citation(c, start, end) or {}) for c, start in citing)
 
     def _annotate(self, annotation: dict[str, Any]) -> bytes:
         self._annotations.append(annotation)
@@ -177,7 +201,7 @@ class StreamRenderer(StreamState):
         return self._frame("response.output_item.added", {"output_index": len(self._output) - 1, "item": item})
 
     def _open_part(self, kind: str) -> bytes:
-        self._part, self._pieces, self._annotations = kind, [], []
+        self._part, self._pieces, self._annotations, self._citing = kind, [], [], []
         empty = part("") if kind == "output_text" else refusal_part("")
         return self._frame("response.content_part.added", {**self._at(), "content_index": self._index(), "part": empty})
 
@@ -185,13 +209,14 @@ class StreamRenderer(StreamState):
         """The open message part done: its whole text (or refusal), then the part itself, now in the item."""
         if self._part is None:
             return b""
+        out = self.on_text_end(TextEnd())  # citations whose block did not say it ended
         assert self._open is not None
         at, text = {**self._at(), "content_index": self._index()}, "".join(self._pieces)
         if self._part == "refusal":
-            done, out = refusal_part(text), self._frame("response.refusal.done", {**at, "refusal": text})
+            done, out = refusal_part(text), out + self._frame("response.refusal.done", {**at, "refusal": text})
         else:
             done = part(text, self._annotations)
-            out = self._frame("response.output_text.done", {**at, "text": text, "logprobs": []})
+            out += self._frame("response.output_text.done", {**at, "text": text, "logprobs": []})
         self._open["content"].append(done)
         self._part, self._pieces = None, []
         return out + self._frame("response.content_part.done", {**at, "part": done})
