@@ -117,8 +117,13 @@ class Codex:
         return completed.response
 
 
-def _script_call(fake: FakeUpstream, turn: str) -> None:
+REDACTED = {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix/LafPsn4a"}
+
+
+def _script_call(fake: FakeUpstream, turn: str, *blocks: dict[str, Any]) -> None:
+    """Claude's answer of a tool-loop turn: its signed thinking (then `blocks`), then its call."""
     fake.script(text="", reasoning=[f"Think {turn}: the user wants the weather."], signature=SIGNATURES[turn],
+                blocks=list(blocks),
                 tool_calls=[{"id": f"toolu_{turn}", "name": "get_weather", "arguments": '{"city": "Paris"}'}])
 
 
@@ -138,26 +143,29 @@ def _result(turn: str) -> dict[str, Any]:
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
 def test_codex_keeps_claudes_signed_thinking_across_a_tool_loop(live: Live, fake: FakeUpstream, stream: bool) -> None:
     codex = Codex(live, stream)
-    _script_call(fake, "A")
+    _script_call(fake, "A", REDACTED)
     first = codex.turn("toolu_A")
-    reasoning, call = first.output
-    assert (reasoning.type, call.type, call.call_id) == ("reasoning", "function_call", "toolu_A")
+    reasoning, redacted, call = first.output
+    assert (reasoning.type, redacted.type, call.type, call.call_id) == ("reasoning", "reasoning", "function_call",
+                                                                        "toolu_A")
     assert [part.text for part in reasoning.summary] == ["Think A: the user wants the weather."]
-    assert reasoning.encrypted_content.startswith(CARRIED)
+    assert redacted.summary == []  # nothing to show: Anthropic's reasoning the caller may not read
+    assert reasoning.encrypted_content.startswith(CARRIED) and redacted.encrypted_content.startswith(CARRIED)
     assert SIGNATURES["A"] not in reasoning.encrypted_content  # opaque to the caller, not the signature as it is
 
     _script_call(fake, "B")
     codex.turn("toolu_B")
     sent = fake.requests[-1].body
     assert sent["messages"] == [{"role": "user", "content": [{"type": "text", "text": PROMPT}]},
-                                {"role": "assistant", "content": [_signed("A"), _call("A")]}, _result("A")]
+                                {"role": "assistant", "content": [_signed("A"), REDACTED, _call("A")]}, _result("A")]
     assert sent["thinking"] == {"type": "enabled", "budget_tokens": BUDGET}  # the tool loop keeps thinking
 
     fake.script(text="Sunny in both.")
     last = codex.turn(None)
     assert last.output_text == "Sunny in both."
     sent = fake.requests[-1].body
-    assert sent["messages"][1:] == [{"role": "assistant", "content": [_signed("A"), _call("A")]}, _result("A"),
+    assert sent["messages"][1:] == [{"role": "assistant", "content": [_signed("A"), REDACTED, _call("A")]},
+                                    _result("A"),
                                     {"role": "assistant", "content": [_signed("B"), _call("B")]}, _result("B")]
     assert sent["thinking"] == {"type": "enabled", "budget_tokens": BUDGET}
     assert [_record(live, d)["left_out"] for d in codex.decisions] == [[], [], []]
