@@ -1,7 +1,8 @@
 """An Anthropic upstream's server tool blocks (a web search's call and its results) and its text citations: a
 Messages caller gets them as they came, whole and streamed; a caller of another format gets the rest of the answer,
 web citations as url_citation annotations (Responses), and what its format has no place for left out visibly (named
-in the decision record's left_out, counted in specway_upstream_unread), never silently.
+in the decision record's left_out, counted in specway_upstream_unread), never silently. And OpenAI's annotations the
+other way: a Messages or Chat caller of a responses upstream gets the text, the annotations left out visibly.
 
 Through the official SDKs, against a real gateway and the fake upstream.
 """
@@ -49,8 +50,10 @@ def fake() -> Iterator[FakeUpstream]:
 
 @pytest.fixture(scope="module")
 def live(fake: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
-    config = {"upstreams": {"an": {"kind": "anthropic", "base_url": fake.anthropic_url}},
-              "models": [{"id": "acme/an", "upstream": "an", "name": "claude-up"}],
+    config = {"upstreams": {"an": {"kind": "anthropic", "base_url": fake.anthropic_url},
+                            "rs": {"kind": "responses", "base_url": fake.url}},
+              "models": [{"id": "acme/an", "upstream": "an", "name": "claude-up"},
+                         {"id": "acme/rs", "upstream": "rs", "name": "resp-up"}],
               "policies": {"default": {"default_model": "acme/an"}}, "default_policy": "default"}
     with serve(config, tmp_path_factory.mktemp("server-tools")) as g:
         yield g
@@ -147,3 +150,26 @@ def test_a_chat_caller_gets_the_text_and_the_rest_left_out_visibly(live: Live, f
     assert _record(live, raw.headers["x-specway-decision-id"])["left_out"] == [
         *ITEMS_LEFT_OUT["chat"], f"1 citation (char_location): {why}",
         f"1 citation (web_search_result_location): {why}"]
+
+
+ANNOTATION = {"type": "url_citation", "start_index": 0, "end_index": 5, "url": URL, "title": "Paris weather"}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+@pytest.mark.parametrize("fmt", ["messages", "chat"])
+def test_openai_annotations_are_left_out_visibly_for_another_format(live: Live, fake: FakeUpstream, fmt: str,
+                                                                    stream: bool) -> None:
+    fake.reset()
+    fake.script(text="Sunny in Paris.", annotations=[ANNOTATION])
+    before = metrics.UNREAD.labels("responses", "citation", "url_citation")._value.get()  # type: ignore[attr-defined]
+    body: dict[str, Any] = {"model": "acme/rs", "messages": [{"role": "user", "content": "Weather?"}],
+                            "max_tokens": 100, "stream": stream}
+    path = {"messages": "/v1/messages", "chat": "/v1/chat/completions"}[fmt]
+    got = httpx.post(live.url + path, json=body, headers=live.headers, timeout=10)
+    assert got.status_code == 200, got.text
+    assert "Paris." in got.text  # streamed word by word
+    why = {"messages": "a messages answer has no place for openai's annotations",
+           "chat": "a chat completions answer has no place for openai responses' annotations"}[fmt]
+    assert _record(live, got.headers["x-specway-decision-id"])["left_out"] == [f"1 annotation (url_citation): {why}"]
+    after = metrics.UNREAD.labels("responses", "citation", "url_citation")._value.get()  # type: ignore[attr-defined]
+    assert after == before + 1

@@ -66,23 +66,24 @@ async def relay(principal: Principal, req: Request, wire: CallerFormat) -> Respo
 
 
 def _report_items(life: Lifecycle, req: Request, result: Result) -> None:
-    uncited: Counter[str] = Counter()
+    uncited: Counter[citations.Whose] = Counter()
     for block in result.content:
         if isinstance(block, Unknown):
             _left_out(life, req, block)
         elif isinstance(block, Text):
-            uncited.update(citations.kind(c) for c in block.citations or [] if not citations.carried(c, req.format))
+            uncited.update(citations.uncarried(block, req.format))
     _citations_left_out(life, req, uncited)
 
 
-def _citations_left_out(life: Lifecycle, req: Request, uncited: Counter[str]) -> None:
-    """Anthropic's citations the caller's format has no place for: by type in left_out, counted, logged."""
+def _citations_left_out(life: Lifecycle, req: Request, uncited: Counter[citations.Whose]) -> None:
+    """Citations of the answer's text the caller's format has no place for: by type in left_out, counted, logged."""
     if not uncited:
         return
-    life.trace.left_out.extend(citations.left_out(uncited, req.format))
-    for kind, n in uncited.items():
-        metrics.UNREAD.labels(citations.OF, "citation", kind).inc(n)
-    log.warning("left out of a %s answer: %d citations (decision %s)", req.format, uncited.total(), life.plan.id)
+    said = citations.left_out(uncited, req.format)
+    life.trace.left_out.extend(said)
+    for (whose, kind), n in uncited.items():
+        metrics.UNREAD.labels(whose, "citation", kind).inc(n)
+    log.warning("left out of a %s answer: %s (decision %s)", req.format, "; ".join(said), life.plan.id)
 
 
 def _left_out(life: Lifecycle, req: Request, block: Unknown) -> None:
@@ -143,7 +144,7 @@ async def _stream(life: Lifecycle, req: Request, wire: CallerFormat, traits: Cal
         trace.outcome = "cancelled"  # until the stream ends one way or another
         chars = 0
         texts: list[str] = []
-        uncited: Counter[str] = Counter()
+        uncited: Counter[citations.Whose] = Counter()
         try:
             metrics.FIRST_BYTE.labels(plan.format, answer.model).observe(time.perf_counter() - trace.started)
             yield renderer.start()
@@ -154,8 +155,8 @@ async def _stream(life: Lifecycle, req: Request, wire: CallerFormat, traits: Cal
                     chars += len(ev.text)
                     if chars <= _LOGGED_CHARS:
                         texts.append(ev.text)
-                    if ev.citation is not None and not citations.carried(ev.citation, req.format):
-                        uncited[citations.kind(ev.citation)] += 1
+                    if ev.citation is not None or ev.annotation is not None:
+                        uncited.update(citations.uncarried(ev, req.format))
                 elif isinstance(ev, ItemDone):
                     _left_out(life, req, ev.block)
                 chunk = renderer.event(ev)
