@@ -26,6 +26,7 @@ from handlers.inference.canonical import (
     ToolCallDelta,
     ToolCallStart,
 )
+from handlers.inference.formats.messages.stream import StreamRenderer as MessagesStream
 from handlers.inference.formats.reasoning import CARRIED
 from handlers.inference.formats.responses.stream import StreamRenderer
 from tests.conftest import Live, serve
@@ -243,3 +244,18 @@ def test_each_anthropic_thinking_block_is_a_reasoning_item_of_its_own() -> None:
     tokens = [item["encrypted_content"] for item in output[:3]]
     assert all(token.startswith(CARRIED) for token in tokens) and len(set(tokens)) == 3
     assert not [p for n, e in enumerate(done) for p in problems(EVENT, e, f"event {n}")]
+
+
+def test_a_messages_stream_keeps_consecutive_signed_blocks_apart() -> None:
+    """Two thinking blocks in a row (each signed) stay two blocks with their own signatures for a Messages caller
+    too: a signature ends its block."""
+    renderer = MessagesStream(Answer("d1", "acme/an", 0), Request(format="messages", messages=[]))
+    events = [ThinkingDelta("", format="messages"), ThinkingDelta("One.", format="messages"),
+              ThinkingDelta(signature="sig-1", format="messages"), ThinkingDelta("", format="messages"),
+              ThinkingDelta("Two.", format="messages"), ThinkingDelta(signature="sig-2", format="messages")]
+    frames = renderer.start() + b"".join(renderer.event(ev) for ev in events) + renderer.finish()
+    data = [json.loads(line[6:]) for line in frames.decode().splitlines() if line.startswith("data: ")]
+    starts = [e["index"] for e in data if e["type"] == "content_block_start"]
+    signatures = [(e["index"], e["delta"]["signature"]) for e in data
+                  if e["type"] == "content_block_delta" and e["delta"]["type"] == "signature_delta"]
+    assert starts == [0, 1] and signatures == [(0, "sig-1"), (1, "sig-2")]

@@ -121,12 +121,14 @@ class StreamRenderer(StreamState):
         return self._begin(ev.block.data) + self._close()  # whole, with no start before it
 
     def on_thinking(self, ev: ThinkingDelta) -> bytes:
-        """Consecutive pieces are one thinking block; redacted data is a block of its own, whole at its start."""
+        """Consecutive pieces are one thinking block until a signature ends it; redacted data is a block of its own,
+        whole at its start."""
         if ev.redacted is not None:
             return self._begin({"type": "redacted_thinking", "data": ev.redacted}) + self._close()
         if not ev.text and not ev.signature:
             return b""  # what only another provider reads (encrypted content, item ids)
-        out = b"" if self._thinking_open else self._begin({"type": "thinking", "thinking": "", "signature": ""})
+        more = self._thinking_open and not (self._signature and ev.signature is None)
+        out = b"" if more else self._begin({"type": "thinking", "thinking": "", "signature": ""})
         self._thinking_open = True
         self._signature += ev.signature or ""
         return out + (self._delta({"type": "thinking_delta", "thinking": ev.text}) if ev.text else b"")

@@ -156,7 +156,7 @@ class StreamRenderer(StreamState):
         out = b""
         own = ev.id if ev.format == "responses" else None
         if (self._open is None or self._open["type"] != "reasoning" or (own is not None and own != self._thought)
-                or self._signed):
+                or (self._signed and ev.signature is None)):
             out = self._close() + self._open_reasoning(own)
         assert self._open is not None
         if ev.encrypted is not None and self._thought is not None:
