@@ -776,7 +776,7 @@ class Decision(StrictModel):
     """
     left_out: list[StrictStr] = None
     """
-    What the request carried that the answering upstream was not sent, each in words - a hosted tool it has no equivalent of (also named in the x-specway-omitted-tools header), an option of a hosted tool its equivalent has no word for ("tool option web_search_20250305.max_uses ..."), reasoning it cannot take back, counted by kind (reasoning goes back only to the provider that made it, in the state that provider checks - "2 thinking blocks signed by anthropic", a thinking block without a signature to anthropic, a reasoning item without encrypted content to responses), thinking for a turn anthropic refuses it in - and what the upstream answered that the caller's format has no place for ("answer item web_search_call ..."). Empty when nothing was left out.
+    What the request carried that the answering upstream was not sent, each in words - a hosted tool it has no equivalent of (also named in the x-specway-omitted-tools header), an option of a hosted tool its equivalent has no word for ("tool option web_search_20250305.max_uses ..."), reasoning it cannot take back, counted by kind (reasoning goes back only to the provider that made it, in the state that provider checks - "2 thinking blocks signed by anthropic", a thinking block without a signature to anthropic, a reasoning item without encrypted content to responses), thinking for a turn anthropic refuses it in - and what the upstream answered that the caller's format has no place for ("answer item web_search_call ...", "1 citation (char_location) ..."). Empty when nothing was left out.
     """
 
 
