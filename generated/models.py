@@ -463,9 +463,13 @@ class MessageContentBlock(StrictModel):
     )
     type: StrictStr
     """
-    text, tool_use, thinking, redacted_thinking, or a block of Anthropic's own (server_tool_use, web_search_tool_result, ...) that an anthropic upstream answered with, passed on as it came.
+    text, tool_use, thinking, redacted_thinking, or a block of Anthropic's own (server_tool_use, web_search_tool_result, ...) that an anthropic upstream answered with, passed on as it came, whole and streamed.
     """
     text: StrictStr = None
+    citations: list[dict[str, Any]] = None
+    """
+    A text block's citations (web search results, document passages), from an anthropic upstream as it sent them (streamed as citations_delta).
+    """
     id: StrictStr = None
     name: StrictStr = None
     input: dict[str, Any] = None
@@ -557,6 +561,9 @@ class ResponseOutputText(StrictModel):
     type: Literal["output_text", "refusal"] = None
     text: StrictStr = None
     annotations: list[Any] = None
+    """
+    The text's annotations (url_citation ...) from a responses upstream; from an anthropic upstream, its web search citations as url_citation spanning the text they cite (its other citations are left out, and the decision record says so).
+    """
     refusal: StrictStr = None
 
 
@@ -1094,7 +1101,7 @@ class ResponsesRequest(StrictModel):
     """
     include: list[StrictStr] | None = Field(None, json_schema_extra={"x-translate": "advisory"})
     """
-    Extra output data a responses upstream adds (reasoning.encrypted_content ...); safe to leave out for other upstreams.
+    Extra output data a responses upstream adds (reasoning.encrypted_content ...); safe to leave out for other upstreams. With reasoning.encrypted_content, an anthropic upstream's signed (or redacted) thinking comes back too, as a reasoning item whose encrypted_content carries what Anthropic needs to take it back in a tool loop (send the item back in input, its summary unchanged).
     """
     truncation: StrictStr | None = Field(None, json_schema_extra={"x-translate": "advisory"})
     """
@@ -1152,7 +1159,7 @@ class ResponseOutputItem(StrictModel):
     """
     encrypted_content: StrictStr | None = None
     """
-    A reasoning item's encrypted reasoning, from a responses upstream; send the item back in input.
+    A reasoning item's encrypted reasoning, from a responses upstream as it made it; or, when the request included reasoning.encrypted_content, an anthropic upstream's thinking signature (or redacted thinking) in a token of the gateway's own (specway.v1 ...). Opaque either way; send the item back in input.
     """
 
 
@@ -1220,7 +1227,7 @@ class Decision(StrictModel):
     """
     left_out: list[StrictStr] = None
     """
-    What the request carried that the answering upstream was not sent, each in words - a hosted tool it has no equivalent of (also named in the x-specway-omitted-tools header), an option of a hosted tool its equivalent has no word for ("tool option web_search_20250305.max_uses ..."), reasoning it cannot take back, counted by kind (reasoning goes back only to the provider that made it, in the state that provider checks - "2 thinking blocks signed by anthropic", a thinking block without a signature to anthropic, a reasoning item without encrypted content to responses), thinking for a turn anthropic refuses it in - and what the upstream answered that the caller's format has no place for ("answer item web_search_call ..."). Empty when nothing was left out.
+    What the request carried that the answering upstream was not sent, each in words - a hosted tool it has no equivalent of (also named in the x-specway-omitted-tools header), an option of a hosted tool its equivalent has no word for ("tool option web_search_20250305.max_uses ..."), reasoning it cannot take back, counted by kind (reasoning goes back only to the provider that made it, in the state that provider checks - "2 thinking blocks signed by anthropic", a thinking block without a signature to anthropic, a reasoning item without encrypted content to responses), thinking for a turn anthropic refuses it in - and what the upstream answered that the caller's format has no place for ("answer item web_search_call ...", "1 citation (char_location) ..."). Empty when nothing was left out.
     """
 
 

@@ -47,6 +47,11 @@ class Reply:
     # progress events (response.<type>.in_progress, .searching or .generating ..., .completed) and done
     items: list[dict[str, Any]] = field(default_factory=list)
     annotations: list[dict[str, Any]] = field(default_factory=list)  # Responses: the output text's (url_citation ...)
+    # Anthropic only: content blocks after the thinking and before the text, as they are (server_tool_use,
+    # web_search_tool_result, text with citations ...); streamed as Anthropic does: a block with an input starts
+    # empty and gets it in input_json_delta pieces, a text block's citations come as citations_delta before its text,
+    # any other block starts whole
+    blocks: list[dict[str, Any]] = field(default_factory=list)
     # Anthropic: usage fields of its own (service_tier, server_tool_use ...), in the whole answer's usage and
     # message_start's; server_tool_use also in message_delta's.
     native_usage: dict[str, Any] = field(default_factory=dict)
@@ -185,6 +190,7 @@ def _messages_blocks(reply: Reply) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
     if (thought := _thought(reply)) is not None:
         blocks.append({"type": "thinking", "thinking": thought, "signature": reply.signature})
+    blocks += reply.blocks
     if reply.text:
         blocks.append({"type": "text", "text": reply.text})
     for call_id, name, arguments in _calls(reply, "toolu_fake"):
@@ -212,7 +218,7 @@ def _messages_stream(reply: Reply, model: str, usage: Usage | None) -> list[byte
     events: list[dict[str, Any]] = [{"type": "message_start", "message": message}]
     for index, block in enumerate(whole["content"]):
         deltas = _block_deltas(block)
-        start = {**block, **_EMPTY_START.get(block["type"], {"input": {}})}  # as it opens: nothing in it yet
+        start = {**block, **_empty_start(block)}  # as it opens: nothing in it yet
         events.append({"type": "content_block_start", "index": index, "content_block": start})
         events += [{"type": "content_block_delta", "index": index, "delta": delta} for delta in deltas]
         events.append({"type": "content_block_stop", "index": index})
@@ -227,12 +233,21 @@ def _messages_stream(reply: Reply, model: str, usage: Usage | None) -> list[byte
 _EMPTY_START: dict[str, dict[str, Any]] = {"text": {"text": ""}, "thinking": {"thinking": "", "signature": ""}}
 
 
+def _empty_start(block: dict[str, Any]) -> dict[str, Any]:
+    if block["type"] == "text":
+        return {"text": "", **({"citations": []} if "citations" in block else {})}
+    return _EMPTY_START.get(block["type"], {"input": {}} if "input" in block else {})
+
+
 def _block_deltas(block: dict[str, Any]) -> list[dict[str, Any]]:
     if block["type"] == "text":
-        return [{"type": "text_delta", "text": piece} for piece in _pieces(block["text"])]
+        cited = [{"type": "citations_delta", "citation": citation} for citation in block.get("citations") or []]
+        return cited + [{"type": "text_delta", "text": piece} for piece in _pieces(block["text"])]
     if block["type"] == "thinking":  # the thinking in pieces, then the whole signature just before the block stops
         deltas = [{"type": "thinking_delta", "thinking": piece} for piece in _pieces(block["thinking"])]
         return deltas + ([{"type": "signature_delta", "signature": block["signature"]}] if block["signature"] else [])
+    if "input" not in block:
+        return []
     arguments = orjson.dumps(block["input"]).decode()
     return [{"type": "input_json_delta", "partial_json": p} for p in ["", *_arg_pieces(arguments)]]
 

@@ -46,9 +46,9 @@ OVERLOADED = Counter("specway_overloaded", "Requests refused at once because a l
                      "connections (server.max_connections) or requests (server.max_requests)", ["limit"])
 REFUSALS = Counter("specway_refusals", "Requests refused before any upstream call, by reason", ["reason"])
 UNREAD = Counter("specway_upstream_unread",
-                 "What an upstream sent that the gateway did not carry: an event type its format's reader does not "
-                 "know (what: event) or a message part (what: part), or an output item the caller's format has no "
-                 "place for (what: item)",
+                 "What an upstream sent that the gateway did not carry: a type its format's reader does not know "
+                 "(what: event, part, block or delta), or an output item or a citation the caller's format has no "
+                 "place for (what: item, citation)",
                  ["format", "what", "type"])
 
 _REFUSAL_CODES = {codes.RATE_LIMIT_EXCEEDED.name: "rate_limit", codes.BUDGET_EXCEEDED.name: "budget",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -28,6 +29,7 @@ from handlers.inference.canonical import (
     Request,
     Text,
     TextDelta,
+    TextEnd,
     ThinkingDelta,
     Tool,
     ToolCallDelta,
@@ -40,6 +42,9 @@ from handlers.inference.canonical import (
 )
 from handlers.inference.formats.base import FORMATS, UpstreamFault, UpstreamOptions
 from handlers.inference.formats.tools import hosted_kind
+from handlers.observability import metrics
+
+log = logging.getLogger("specway.formats")
 
 DONE = b"data: [DONE]\n\n"
 
@@ -110,6 +115,20 @@ def refuse_untranslatable(request: Request, kind: str, carried: Iterable[str] = 
     for field, value in request.extra.items():
         if field not in carried and not rules.droppable(field, value):
             raise unsupported(field, kind)
+
+
+_warned: set[tuple[str, str, str]] = set()
+_TYPES_NAMED = 100  # distinct unknown types named in the metric and the log; any further one is counted as "other"
+
+
+def unread(fmt: Format, what: str, kind: str) -> None:
+    """A type (of an event, a block, a part ...) an upstream of `fmt` sent that its reader does not know: counted
+    (specway_upstream_unread), and logged once per type."""
+    key = (fmt, what, kind)
+    if key not in _warned and len(_warned) < _TYPES_NAMED:
+        _warned.add(key)
+        log.warning("a %s upstream sent a %s type the reader does not know: %s", fmt, what, kind)
+    metrics.UNREAD.labels(fmt, what, kind if key in _warned else "other").inc()
 
 
 def json_object(data: str) -> dict[str, Any]:
@@ -404,6 +423,9 @@ class StreamState:
     def on_thinking(self, ev: ThinkingDelta) -> bytes:
         return b""  # a format with no place for reasoning in its stream
 
+    def on_text_end(self, ev: TextEnd) -> bytes:
+        return b""  # a format whose text has no blocks
+
     def on_item_start(self, ev: ItemStart) -> bytes:
         return b""  # another format's own item (a format relays its own)
 
@@ -425,6 +447,7 @@ class StreamState:
 
 _ON: dict[type, str] = {
     TextDelta: "on_text",
+    TextEnd: "on_text_end",
     ThinkingDelta: "on_thinking",
     ToolCallStart: "on_call_start",
     ToolCallDelta: "on_call_delta",

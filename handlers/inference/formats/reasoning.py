@@ -9,8 +9,13 @@ was not sent (`left_out`) are the same rule. A reasoning block with nothing in i
 
 from __future__ import annotations
 
+import base64
+import binascii
 from collections import Counter
 
+import orjson
+
+from handlers.errors import bad_request
 from handlers.inference.canonical import Format, Message, Request, Thinking, ToolCall
 from handlers.inference.formats.base import Traits
 
@@ -86,3 +91,41 @@ _WHY: dict[Format, str] = {
     "responses": "a responses upstream takes back only reasoning items it encrypted itself",
     "chat": "a chat completions upstream takes back only reasoning text it showed itself",
 }
+
+
+# --- Anthropic's thinking through a Responses caller ---------------------------------------------------------------
+# A Responses caller (Codex) keeps reasoning only as reasoning items, whose one opaque field is encrypted_content.
+# Anthropic's thinking travels in it as a token of the gateway's own: this prefix, then base64url (unpadded) of
+# {"s": signature} or {"r": redacted data}. The thinking text is the item's summary, so the token stays small. It is
+# not sealed: Anthropic checks its signature itself, so a forged token gains nothing a caller could not send in
+# Anthropic's own format, and a key to seal it would have to be shared by every replica and rotated.
+CARRIED = "specway.v1."
+
+
+def carry(block: Thinking) -> str | None:
+    """The token a Responses caller keeps for Anthropic's signed or redacted thinking; None for any other."""
+    if block.format != "messages" or not (block.signature or block.redacted):
+        return None
+    state = {"r": block.redacted} if block.redacted else {"s": block.signature}
+    return CARRIED + base64.urlsafe_b64encode(orjson.dumps(state)).decode().rstrip("=")
+
+
+def carried(token: str | None) -> bool:
+    return token is not None and token.startswith(CARRIED)
+
+
+def restore(token: str, text: str, param: str) -> Thinking:
+    """Anthropic's thinking again, from a token `carry` made and the item's summary `text`; a token that is not one
+    is a 400 naming `param`."""
+    body = token[len(CARRIED):]
+    try:
+        state = orjson.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+    except (binascii.Error, ValueError):
+        state = None
+    if isinstance(state, dict) and len(state) == 1:
+        if isinstance(state.get("s"), str) and state["s"]:
+            return Thinking(text, signature=state["s"], format="messages")
+        if isinstance(state.get("r"), str) and state["r"]:
+            return Thinking("", redacted=state["r"], format="messages")
+    raise bad_request(f"{param} is not an encrypted_content this gateway gave: send the reasoning item back as it "
+                      "came, or leave it out", param)

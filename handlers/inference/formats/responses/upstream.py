@@ -33,7 +33,7 @@ from handlers.inference.formats.common import (
     refuse_untranslatable,
     write_data_url,
 )
-from handlers.inference.formats.reasoning import goes_back
+from handlers.inference.formats.reasoning import carried, goes_back
 from handlers.inference.formats.responses.answer import summary
 from handlers.inference.formats.responses.vocabulary import ENCRYPTED, KIND
 from handlers.inference.formats.tools import Crossing
@@ -64,7 +64,7 @@ def upstream_body(request: Request, model: str, options: UpstreamOptions, traits
 
 
 def _passthrough(request: Request, model: str, options: UpstreamOptions) -> dict[str, Any]:
-    """The caller's own body, less the reasoning items without encrypted content: this gateway gave them to another
+    """The caller's own body, less the reasoning items OpenAI did not encrypt: this gateway gave them to another
     provider's reasoning, and with store false OpenAI refuses an item it cannot read ("not found")."""
     body = passthrough_body(request, ResponsesRequest, model, options)
     given = body.get("input")
@@ -74,7 +74,11 @@ def _passthrough(request: Request, model: str, options: UpstreamOptions) -> dict
 
 
 def _unreadable_reasoning(item: Any) -> bool:
-    return isinstance(item, dict) and item.get("type") == "reasoning" and not item.get("encrypted_content")
+    """A reasoning item OpenAI did not encrypt: none at all, or the gateway's token of Anthropic's thinking."""
+    if not isinstance(item, dict) or item.get("type") != "reasoning":
+        return False
+    encrypted = item.get("encrypted_content")
+    return not encrypted or (isinstance(encrypted, str) and carried(encrypted))
 
 
 def _effort(body: dict[str, Any], request: Request, traits: Traits) -> None:
