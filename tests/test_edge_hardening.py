@@ -130,6 +130,7 @@ def test_nan_and_infinity_are_not_json(served: Served, path: str, literal: str) 
     ("/v1/messages", {**BODIES["/v1/messages"], "max_tokens": "<v>"}, "max_tokens"),
     ("/v1/responses", {**BODIES["/v1/responses"], "max_output_tokens": "<v>"}, "max_output_tokens"),
     ("/v1/responses", {**BODIES["/v1/responses"], "metadata": {"x": "<v>"}}, "metadata.x"),
+    ("/v1/chat/completions", {**BODIES["/v1/chat/completions"], "": "<v>"}, ""),  # a field named "" is named too
 ])
 @pytest.mark.parametrize("literal", [str(2**64), str(-(2**63) - 1), str(10**30), "1e400", "-1e400"])
 def test_a_number_no_encoder_can_write_back_is_refused_naming_its_field(served: Served, path: str,

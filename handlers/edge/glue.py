@@ -57,8 +57,8 @@ def check_json(raw: bytes) -> None:
         raise bad_request(f"The body is not valid JSON: {_why(raw, exc)}.", code=codes.INVALID_JSON) from None
     if _has_unsendable(value):
         where = _unsendable_at(value, ()) or ()
-        param = ".".join(map(str, where)) or None
-        raise bad_request(f"{param or 'The body'} is a number out of the range the gateway can relay: integers must "
+        param = ".".join(map(str, where)) if where else None  # a field may be named "" (param "")
+        raise bad_request(f"{param if where else 'The body'} is a number out of the range the gateway can relay: integers must "
                           f"lie within -2^63 .. 2^64-1, and other numbers within a double's range.",
                           param=param, code=codes.NUMBER_OUT_OF_RANGE)
 
