@@ -1,5 +1,5 @@
 """A scripted model for the coding-agent tests (tests/test_coding_agents.py), answering through tests/fake_upstream.py
-in whichever of the three upstream dialects the gateway speaks to it. Not product code.
+in whichever upstream dialect the gateway speaks to it (chat, messages, responses, converse). Not product code.
 
     provider = AgentProvider(Task.shell("echo specway-1a2b"), workdir)
     fake.responder = provider
@@ -114,6 +114,9 @@ def offered(dialect: str, body: dict[str, Any]) -> list[Offered]:
             found.append(Offered(tool.get("name", ""), tool["type"] == "custom", _names(tool.get("parameters"))))
         elif dialect == "messages" and "input_schema" in tool:
             found.append(Offered(tool.get("name", ""), False, _names(tool.get("input_schema"))))
+    for tool in (body.get("toolConfig") or {}).get("tools") or [] if dialect == "converse" else []:
+        if spec := tool.get("toolSpec"):
+            found.append(Offered(spec.get("name", ""), False, _names((spec.get("inputSchema") or {}).get("json"))))
     return found
 
 
@@ -134,7 +137,10 @@ def tool_result(dialect: str, body: dict[str, Any]) -> str | None:
     if dialect == "chat":
         return _text(last.get("content")) if last.get("role") == "tool" else None
     blocks = last.get("content") if last.get("role") == "user" and isinstance(last.get("content"), list) else []
-    results = [_text(block.get("content")) for block in blocks if block.get("type") == "tool_result"]
+    if dialect == "converse":
+        results = [_text(block["toolResult"].get("content")) for block in blocks if "toolResult" in block]
+    else:
+        results = [_text(block.get("content")) for block in blocks if block.get("type") == "tool_result"]
     return "\n".join(results) if results else None
 
 
