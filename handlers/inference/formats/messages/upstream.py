@@ -10,6 +10,7 @@ from generated.models import MessagesRequest
 from handlers.errors import unsupported
 from handlers.inference.canonical import (
     Block,
+    Dialect,
     Document,
     Image,
     Message,
@@ -69,7 +70,7 @@ def _passthrough(request: Request, model: str, options: UpstreamOptions, traits:
     if isinstance(thinking, dict) and thinking.get("type") in _ANTHROPIC_THINKING:
         body["thinking"] = thinking  # Anthropic's own words, as the caller wrote them
     elif thinking is not None:  # this gateway's own forms (an effort word): Anthropic's words for the tier
-        body.update(present(thinking=_effort_thinking(request, traits)))
+        body.update(present(thinking=effort_thinking(request, traits)))
     _room_for_thinking(body, request, options)
     return body
 
@@ -100,7 +101,7 @@ def _drop_output_effort(body: dict[str, Any]) -> None:
 # --- effort -------------------------------------------------------------------------------------------------------
 
 
-def _effort_thinking(request: Request, traits: Traits) -> dict[str, Any] | None:
+def effort_thinking(request: Request, traits: Traits) -> dict[str, Any] | None:
     """Anthropic's thinking for a reasoning model: off when the caller turned reasoning off, else a budget (the
     caller's own, or the policy's for the effort tier). Minimal effort, or a word with no tier, is no thinking."""
     if not traits.reasoning:
@@ -133,7 +134,7 @@ def _translated(request: Request, model: str, options: UpstreamOptions, traits: 
     # seed has no Anthropic word and is best effort by OpenAI's own definition: it is left out.
     body.update(present(system=_system(request), temperature=request.temperature, top_p=request.top_p,
                         stop_sequences=request.stop))
-    thinking = _effort_thinking(request, traits) if _thinking_allowed(request.messages) else None
+    thinking = effort_thinking(request, traits) if thinking_allowed(request.messages) else None
     body.update(present(thinking=thinking))
     tools = [*(_upstream_tool(t) for t in crossing.functions), *crossing.hosted]
     if request.output is not None:
@@ -145,16 +146,16 @@ def _translated(request: Request, model: str, options: UpstreamOptions, traits: 
     return body
 
 
-def _thinking_allowed(conversation: list[Message]) -> bool:
+def thinking_allowed(conversation: list[Message], fmt: Dialect = "messages") -> bool:
     """Anthropic refuses thinking in the middle of a tool loop whose last assistant turn has no thinking block of
     its own (another provider's reasoning never has one): that turn runs without thinking, as the upstream would
-    otherwise refuse it."""
+    otherwise refuse it. `fmt`: the format that carries Claude's own reasoning back (Converse does on Bedrock)."""
     for message in reversed(conversation):
         if message.role == "tool":
             continue
         if message.role != "assistant" or not any(isinstance(b, ToolCall) for b in message.content):
             return True
-        return any(isinstance(b, Thinking) and b.format == "messages" for b in message.content)
+        return any(isinstance(b, Thinking) and b.format == fmt for b in message.content)
     return True
 
 
