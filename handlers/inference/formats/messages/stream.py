@@ -83,7 +83,10 @@ class StreamRenderer(StreamState):
         return out + self._delta({"type": "text_delta", "text": ev.text})
 
     def on_thinking(self, ev: ThinkingDelta) -> bytes:
-        """Consecutive pieces are one thinking block; redacted data is a block of its own, whole at its start."""
+        """Consecutive pieces are one thinking block; redacted data is a block of its own, whole at its start.
+        Another provider's seal (Bedrock's signature, redacted data) goes back only to it: its text alone is shown."""
+        if ev.format not in (None, "messages"):
+            ev = ThinkingDelta(ev.text)
         if ev.redacted is not None:
             return self._begin({"type": "redacted_thinking", "data": ev.redacted}) + self._close()
         if not ev.text and not ev.signature:
