@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 
 from generated.config import UpstreamSettings
+from handlers import config as config_mod
+from handlers.config import ConfigError
 from handlers.inference.canonical import (
     Finish,
     FinishReason,
@@ -258,3 +260,28 @@ def test_the_endpoint_is_the_regions_unless_base_url_says(aws: Path) -> None:
     assert str(made._client.base_url).rstrip("/") == "https://bedrock-runtime.ap-south-1.amazonaws.com"
     assert made.path_for("amazon.nova-pro-v1:0", True) == "/model/amazon.nova-pro-v1:0/converse-stream"
 
+
+
+# --- configuration ----------------------------------------------------------------------------------------------------
+
+
+def _config(**upstream: Any) -> dict[str, Any]:
+    return {"upstreams": {"bd": upstream}, "models": [{"id": "acme/bd", "upstream": "bd", "name": PROFILE_ID}]}
+
+
+@pytest.mark.parametrize(("upstream", "problem"), [
+    ({"kind": "bedrock"}, "upstreams.bd.region: required for kind bedrock"),
+    ({"kind": "bedrock", "region": REGION, "api_key_env": "AWS_KEY"},
+     "upstreams.bd.api_key_env: kind bedrock signs with AWS credentials, not a key"),
+    ({"kind": "openai", "base_url": "http://x/v1", "region": REGION}, "upstreams.bd.region: only kind bedrock takes it"),
+    ({"kind": "anthropic", "base_url": "http://x", "profile": "team"}, "upstreams.bd.profile: only kind bedrock takes it"),
+], ids=["no-region", "api-key", "region-elsewhere", "profile-elsewhere"])
+def test_the_configuration_says_what_bedrock_needs(upstream: dict[str, Any], problem: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        config_mod.parse(_config(**upstream), "test config")
+    assert f"test config: {problem}" in str(info.value)
+
+
+def test_a_bedrock_upstream_needs_no_base_url(aws: Path) -> None:
+    parsed = config_mod.parse(_config(kind="bedrock", region=REGION, profile="team"), "test config")
+    assert (parsed.upstreams["bd"].region, parsed.upstreams["bd"].profile) == (REGION, "team")
