@@ -95,10 +95,12 @@ def test_a_tool_loop_in_converse_words() -> None:
 def test_a_pdf_goes_as_bytes_with_a_name_converse_allows() -> None:
     request = Request(format="chat", messages=[Message("user", [
         Document(data="JVBERi0=", media_type="application/pdf", filename="Q3 report_final (v2).pdf"),
-        Document(text="plain notes"), Text("Summarise.")])])
+        Document(text="plain notes"), Document(data="JVBERi0=", filename="Q3 report final (v2).pdf"),
+        Text("Summarise.")])])
     content = converse.upstream_body(request, NOVA, OPTIONS, PLAIN)["messages"][0]["content"]
     assert content[0] == {"document": {"format": "pdf", "name": "Q3 report final (v2)", "source": {"bytes": "JVBERi0="}}}
     assert content[1] == {"document": {"format": "txt", "name": "document 2", "source": {"bytes": "cGxhaW4gbm90ZXM="}}}
+    assert content[2]["document"]["name"] == "Q3 report final (v2) (3)"  # each document its own name
 
 
 @pytest.mark.parametrize(("fmt", "request_body", "param"), [

@@ -7,7 +7,6 @@ what only the model takes goes in additionalModelRequestFields: Claude's `thinki
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator
 from typing import Any
 
@@ -166,7 +165,7 @@ def _messages(request: Request, crossing: Crossing) -> list[dict[str, Any]]:
     """Converse messages: tool results in user turns, consecutive same-role turns merged (it alternates); system
     messages went to the system (see _system)."""
     out: list[dict[str, Any]] = []
-    documents = itertools.count(1)
+    documents: list[str] = []  # the names given so far: Converse wants each document's its own
     for message in request.messages:
         if message.role == "system":
             continue
@@ -181,7 +180,7 @@ def _messages(request: Request, crossing: Crossing) -> list[dict[str, Any]]:
     return out
 
 
-def _content(content: list[Block], caller: Format, crossing: Crossing, documents: Iterator[int]
+def _content(content: list[Block], caller: Format, crossing: Crossing, documents: list[str]
              ) -> Iterator[dict[str, Any]]:
     """The blocks of one message, each marked one followed by its cachePoint. Images and documents right after a
     tool result belong inside it (that is how canonical carries a result's pictures), as Converse allows."""
@@ -211,8 +210,16 @@ def _content(content: list[Block], caller: Format, crossing: Crossing, documents
         yield from cache_point(getattr(block, "cache", None))
 
 
-def _media(block: Image | Document, caller: Format, documents: Iterator[int]) -> dict[str, Any]:
-    return image_block(block, caller) if isinstance(block, Image) else document_block(block, caller, next(documents))
+def _media(block: Image | Document, caller: Format, documents: list[str]) -> dict[str, Any]:
+    """An image, or a document under a name no other document of the request has."""
+    if isinstance(block, Image):
+        return image_block(block, caller)
+    rendered = document_block(block, caller, len(documents) + 1)
+    name = rendered["document"]["name"]
+    if name in documents:
+        name = rendered["document"]["name"] = f"{name[:190]} ({len(documents) + 1})"
+    documents.append(name)
+    return rendered
 
 
 def _tool_use(block: ToolCall, crossing: Crossing) -> dict[str, Any]:
