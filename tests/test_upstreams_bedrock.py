@@ -209,7 +209,7 @@ async def test_an_exception_event_mid_stream_is_the_upstreams_error(fake: FakeUp
     fake.stream_exception = "throttlingException"
     fake.script(fail_after=2, error="Too many tokens, please wait.")  # streams, then throttles
     err = await failure(events(build()))
-    assert (err.status, err.message) == (429, "Too many tokens, please wait.") and err.retryable
+    assert (err.status, err.message, err.retry_after) == (429, "Too many tokens, please wait.", 1.0) and err.retryable
     fake.stream_exception = "validationException"
     fake.script(fail_after=3, error="The model returned a malformed tool use.")
     assert (await failure(events(build()))).caller_fault

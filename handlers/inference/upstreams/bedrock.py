@@ -23,7 +23,7 @@ from botocore.credentials import Credentials, ReadOnlyCredentials, RefreshableCr
 from botocore.exceptions import BotoCoreError
 
 from generated.config import UpstreamSettings
-from handlers.inference.formats.base import UpstreamOptions
+from handlers.inference.formats.base import UpstreamFault, UpstreamOptions
 from handlers.inference.formats.converse import STREAM_EXCEPTIONS
 from handlers.inference.upstreams.base import UpstreamError
 from handlers.inference.upstreams.eventstream import iter_eventstream
@@ -125,6 +125,14 @@ class BedrockUpstream(HttpUpstream):
 
     def frames(self, response: httpx.Response) -> AsyncIterator[SseEvent]:
         return iter_eventstream(response, self.sizes)
+
+    def _fault(self, fault: UpstreamFault) -> UpstreamError:
+        """An exception event of the stream (error_statuses gives its status); a throttled one is told when to come
+        back, as a throttled answer is."""
+        err = super()._fault(fault)
+        if err.status == 429 and err.retry_after is None:
+            err.retry_after = THROTTLED_RETRY
+        return err
 
     def _status_error(self, response: httpx.Response, body: bytes) -> UpstreamError:
         """AWS's error type (x-amzn-ErrorType, or the body's __type) before its message, which names the field a
