@@ -453,7 +453,6 @@ REFUSED = [  # caller format, upstream kind, what the caller adds, the field the
     ("messages", "echo", {"extra_body": {"top_k": 5}}, "top_k"),
     ("chat", "bedrock", {"logit_bias": {"50256": -100}}, "logit_bias"),
     ("chat", "bedrock", {"n": 2}, "n"),
-    ("messages", "bedrock", {"extra_body": {"top_k": 5}}, "top_k"),
     ("chat", "bedrock", {"tools": TOOLS["chat"], "parallel_tool_calls": False}, "parallel_tool_calls"),
     *[("responses", kind, {"previous_response_id": "resp_0123456789abcdef"}, "previous_response_id")
       for kind in KINDS],
@@ -466,7 +465,7 @@ ACCEPTED = [  # inert values and advisory fields: another kind may leave them ou
     ("responses", "anthropic", {"store": False, "user": "u-1"}),
     ("responses", "echo", {"store": False}),
     ("chat", "bedrock", {"n": 1, "frequency_penalty": 0, "user": "u-1", "seed": 7}),
-    ("messages", "bedrock", {"metadata": {"user_id": "u-1"}}),
+    ("messages", "bedrock", {"metadata": {"user_id": "u-1"}, "extra_body": {"top_k": 5}}),  # Claude takes top_k
 ]
 
 

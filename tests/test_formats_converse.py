@@ -148,6 +148,12 @@ def test_a_messages_callers_betas_go_to_claude_less_those_converse_says_itself()
     assert sent["additionalModelRequestFields"] == {"anthropic_beta": ["interleaved-thinking-2025-05-14"]}
 
 
+def test_a_messages_callers_top_k_goes_to_claude_and_is_refused_elsewhere() -> None:
+    request = {"model": "m", "max_tokens": 5, "top_k": 40, "messages": [{"role": "user", "content": "Hi"}]}
+    assert body("messages", request)["additionalModelRequestFields"] == {"top_k": 40}
+    assert refused("messages", request, model=NOVA).param == "top_k"
+
+
 def test_reasoning_goes_back_only_to_bedrock() -> None:
     request = Request(format="messages", messages=[
         Message("user", [Text("Hi")]),

@@ -2,7 +2,8 @@
 caller's request rendered from canonical in Converse's words.
 
 Cache marks become cachePoint blocks after the marked block; structured output is a forced tool (as for Anthropic);
-what only the model takes goes in additionalModelRequestFields: Claude's `thinking` and `anthropic_beta`.
+what only the model takes goes in additionalModelRequestFields: Claude's `thinking`, `anthropic_beta` and a
+Messages caller's `top_k`.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ _CHOICES = {"auto": {"auto": {}}, "required": {"any": {}}}  # a canonical tool c
 _OUTPUT_DESCRIPTION = "Give your answer as this tool's input: it is the whole answer, in this JSON schema."
 # Betas whose feature Converse carries in its own words (cachePoint, its ttl): not sent again as betas.
 _CARRIED_BETAS = ("prompt-caching-", "extended-cache-ttl-")
+# A Messages caller's fields that Claude on Bedrock takes as they are, in additionalModelRequestFields.
+_CLAUDE_CARRIES = ("top_k",)
 # Where each caller's format says "at most one tool call", for the refusal that names it.
 _PARALLEL_FIELD: dict[Format, str] = {"chat": "parallel_tool_calls", "responses": "parallel_tool_calls",
                                       "messages": "tool_choice.disable_parallel_tool_use"}
@@ -46,9 +49,10 @@ _PARALLEL_FIELD: dict[Format, str] = {"chat": "parallel_tool_calls", "responses"
 
 def upstream_body(request: Request, model: str, options: UpstreamOptions, traits: Traits) -> dict[str, Any]:
     """The Converse body for `request` to `model` (ConverseRequest's members; the model id goes in the path)."""
-    refuse_untranslatable(request, KIND)
-    crossing = Crossing.of(request, "converse", KIND, traits.refuse_hosted)
     claude = is_claude(model)
+    carried = _CLAUDE_CARRIES if claude and request.format == "messages" else ()
+    refuse_untranslatable(request, KIND, carried)
+    crossing = Crossing.of(request, "converse", KIND, traits.refuse_hosted)
     thinking = None
     if claude and thinking_allowed(request.messages, "converse"):
         thinking = effort_thinking(request, traits)
@@ -56,7 +60,8 @@ def upstream_body(request: Request, model: str, options: UpstreamOptions, traits
     system = _system(request)
     inference = _inference(request, options, thinking)
     tools = _tool_config(request, thinking, crossing)
-    fields = present(thinking=thinking, anthropic_beta=_betas(request) if claude else None)
+    fields = present(thinking=thinking, anthropic_beta=_betas(request) if claude else None,
+                     **{name: request.extra.get(name) for name in carried})
     body.update(present(system=system or None, inferenceConfig=inference or None, toolConfig=tools,
                         additionalModelRequestFields=fields or None))
     return body
