@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from generated.config import UpstreamSettings
@@ -30,7 +31,11 @@ from handlers.inference.canonical import (
     UsageReport,
     fold,
 )
+from handlers.inference.upstreams.base import Sizes
 from handlers.inference.upstreams.bedrock import AwsCredentials, BedrockUpstream
+from handlers.inference.upstreams.eventstream import iter_eventstream
+from handlers.inference.upstreams.sse import SseEvent, TooLarge
+from tests import fake_bedrock
 from tests.fake_bedrock import AwsKey
 from tests.fake_upstream import AWS_KEY, FakeUpstream
 from tests.upstream_support import failure, fixture_fake, fixture_server  # noqa: F401  (fixtures)
@@ -285,3 +290,48 @@ def test_the_configuration_says_what_bedrock_needs(upstream: dict[str, Any], pro
 def test_a_bedrock_upstream_needs_no_base_url(aws: Path) -> None:
     parsed = config_mod.parse(_config(kind="bedrock", region=REGION, profile="team"), "test config")
     assert (parsed.upstreams["bd"].region, parsed.upstreams["bd"].profile) == (REGION, "team")
+
+
+# --- the framing, alone -------------------------------------------------------------------------------------------
+
+
+SIZES = Sizes()
+
+
+class _Chunks(httpx.AsyncByteStream):
+    def __init__(self, chunks: list[bytes]) -> None:
+        self.chunks = chunks
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for chunk in self.chunks:
+            yield chunk
+
+
+async def frames(chunks: list[bytes], sizes: Sizes = SIZES) -> list[SseEvent]:
+    response = httpx.Response(200, stream=_Chunks(chunks))
+    return [event async for event in iter_eventstream(response, sizes)]
+
+
+async def test_frames_split_anywhere_decode_the_same() -> None:
+    data = b"".join([fake_bedrock.event("messageStart", {"role": "assistant"}),
+                     fake_bedrock.exception("throttlingException", "Slow down.")])
+    whole = await frames([data])
+    assert await frames([data[i:i + 1] for i in range(len(data))]) == whole
+    assert [e.event for e in whole] == ["messageStart", "throttlingException"]
+    assert whole[1].data == '{"message":"Slow down."}'
+
+
+async def test_an_error_message_is_an_internal_server_exception() -> None:
+    error = fake_bedrock.frame({":message-type": "error", ":error-code": "InternalFailure",
+                                ":error-message": "Something broke."}, b"")
+    assert await frames([error]) == [SseEvent("internalServerException", '{"message":"InternalFailure: Something broke."}')]
+
+
+async def test_frames_past_their_limits_are_too_large() -> None:
+    big = fake_bedrock.event("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": "x" * 5000}})
+    with pytest.raises(TooLarge, match="max_event_bytes"):
+        await frames([big], Sizes(answer=10**6, event=2048))
+    with pytest.raises(TooLarge, match="max_event_bytes"):
+        await frames([big[:3000]], Sizes(answer=10**6, event=2048))  # not even whole yet
+    with pytest.raises(TooLarge, match="max_answer_bytes"):
+        await frames([big] * 3, Sizes(answer=12000, event=8192))
