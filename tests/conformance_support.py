@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import anthropic
+import httpx
 import openai
 import pytest
 
@@ -21,17 +22,34 @@ from tests.conftest import Live, serve
 from tests.fake_upstream import AWS_KEY, FakeUpstream
 
 FORMATS = ("chat", "responses", "messages")
-KINDS = ("openai", "anthropic", "responses", "echo", "bedrock")
+# azure-chat and azure-responses are the azure kind through each of its surfaces: Chat Completions on the dated
+# deployment path, Responses on the v1 API (tests/fake_azure.py); each reads as the openai or responses kind whose wire
+# shapes it speaks (wire()), apart from its path, its query and its api-key. bedrock speaks Converse, its own.
+KINDS = ("openai", "anthropic", "responses", "azure-chat", "azure-responses", "echo", "bedrock")
 NATIVE = {"chat": "openai", "responses": "responses", "messages": "anthropic"}  # the kind that speaks each format
-MODEL = {"openai": "acme/oa", "anthropic": "acme/an", "responses": "acme/rs", "echo": "acme/echo", "bedrock": "acme/bd"}
+MODEL = {"openai": "acme/oa", "anthropic": "acme/an", "responses": "acme/rs", "azure-chat": "acme/az",
+         "azure-responses": "acme/azr", "echo": "acme/echo", "bedrock": "acme/bd"}
 PLAIN = "acme/oa-plain"  # not a reasoning model: effort routes, and is never forwarded
 BEDROCK_MODEL = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"  # an inference profile id: Claude, with a colon
-UPSTREAM_MODEL = {"openai": "gpt-up", "anthropic": "claude-up", "responses": "resp-up", PLAIN: "gpt-plain",
-                  "bedrock": BEDROCK_MODEL}
+UPSTREAM_MODEL = {"openai": "gpt-up", "anthropic": "claude-up", "responses": "resp-up", "azure-chat": "gpt-az-deploy",
+                  "azure-responses": "resp-az-deploy", PLAIN: "gpt-plain", "bedrock": BEDROCK_MODEL}
+AZURE_VERSION = "2024-10-21"
 BEDROCK_REGION = "us-east-1"
-UPSTREAM_PATH = {"openai": "/v1/chat/completions", "anthropic": "/v1/messages", "responses": "/v1/responses"}
+UPSTREAM_PATH = {"openai": "/v1/chat/completions", "anthropic": "/v1/messages", "responses": "/v1/responses",
+                 "azure-chat": "/openai/deployments/gpt-az-deploy/chat/completions",
+                 "azure-responses": "/openai/v1/responses"}
+UPSTREAM_QUERY = {"azure-chat": {"api-version": AZURE_VERSION}}
 BUDGETS = {"low": 1024, "medium": 3072, "high": 6144}  # the policy's thinking_budget (not the defaults)
-SECRETS = {"oa": "sk-conf-oa-51c2", "an": "sk-ant-conf-9e7a", "rs": "sk-conf-rs-3b8d"}
+SECRETS = {"oa": "sk-conf-oa-51c2", "an": "sk-ant-conf-9e7a", "rs": "sk-conf-rs-3b8d", "az": "az-conf-key-7c1e",
+           "azr": "az-conf-key-40d9"}
+UPSTREAM = {"openai": "oa", "anthropic": "an", "responses": "rs", "azure-chat": "az", "azure-responses": "azr"}
+KEY_HEADER = {"anthropic": "x-api-key", "azure-chat": "api-key", "azure-responses": "api-key"}  # else a bearer
+WIRE = {"azure-chat": "openai", "azure-responses": "responses"}
+
+
+def wire(kind: str) -> str:
+    """The kind whose wire shapes `kind` speaks: itself, but for the azure cells."""
+    return WIRE.get(kind, kind)
 
 
 def cell(fmt: str, kind: str, *rest: Any, stream: bool, label: str = "") -> Any:
@@ -62,6 +80,10 @@ def fixture_live(fake: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -
         "an": {"kind": "anthropic", "base_url": fake.anthropic_url, "api_key_env": "SPECWAY_CONF_AN",
                "timeouts": timeouts},
         "rs": {"kind": "responses", "base_url": fake.url, "api_key_env": "SPECWAY_CONF_RS", "timeouts": timeouts},
+        "az": {"kind": "azure", "base_url": fake.azure_url, "api_key_env": "SPECWAY_CONF_AZ", "timeouts": timeouts,
+               "azure": {"api_version": AZURE_VERSION}},
+        "azr": {"kind": "azure", "base_url": fake.azure_url + "/openai/v1", "api_key_env": "SPECWAY_CONF_AZR",
+                "timeouts": timeouts, "azure": {"api": "responses"}},
         "echo": {"kind": "echo"},
         "bd": {"kind": "bedrock", "region": BEDROCK_REGION, "base_url": fake.bedrock_url, "timeouts": timeouts},
     }
@@ -70,6 +92,8 @@ def fixture_live(fake: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -
         {"id": PLAIN, "upstream": "oa", "name": "gpt-plain"},
         {"id": "acme/an", "upstream": "an", "name": "claude-up", "reasoning": True},
         {"id": "acme/rs", "upstream": "rs", "name": "resp-up", "reasoning": True},
+        {"id": "acme/az", "upstream": "az", "name": "gpt-az-deploy", "reasoning": True},
+        {"id": "acme/azr", "upstream": "azr", "name": "resp-az-deploy", "reasoning": True},
         {"id": "acme/echo", "upstream": "echo", "name": "echo", "reasoning": True},
         {"id": "acme/bd", "upstream": "bd", "name": BEDROCK_MODEL, "reasoning": True},
     ]
@@ -80,6 +104,7 @@ def fixture_live(fake: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -
         "default_policy": "default",
         "cooldown": {"seconds": 0},  # a refused request must never take its upstream out of the next test
     }
+    fake.azure_keys = {SECRETS["az"], SECRETS["azr"]}
     with pytest.MonkeyPatch.context() as mp:
         for name, secret in SECRETS.items():
             mp.setenv(f"SPECWAY_CONF_{name.upper()}", secret)
@@ -105,21 +130,31 @@ def aws_environment(mp: pytest.MonkeyPatch, folder: Any) -> None:
 class Clients:
     openai: openai.OpenAI
     anthropic: anthropic.Anthropic
+    answers: list[httpx.Response] = field(default_factory=list)  # every answer's response (headers), in order
+
+    @property
+    def headers(self) -> httpx.Headers:
+        """The headers of the last answer."""
+        return self.answers[-1].headers
 
 
 @pytest.fixture(scope="module", name="clients")
 def fixture_clients(live: Live) -> Clients:
+    answers: list[httpx.Response] = []
+    hooks = {"response": [answers.append]}
     return Clients(
         openai.OpenAI(base_url=live.url + "/v1", api_key=live.key, max_retries=0, timeout=10,
-                      http_client=openai.DefaultHttpxClient(trust_env=False)),
+                      http_client=openai.DefaultHttpxClient(trust_env=False, event_hooks=hooks)),
         anthropic.Anthropic(base_url=live.url, api_key=live.key, max_retries=0, timeout=10,
-                            http_client=anthropic.DefaultHttpxClient(trust_env=False)),
+                            http_client=anthropic.DefaultHttpxClient(trust_env=False, event_hooks=hooks)),
+        answers,
     )
 
 
 @pytest.fixture(autouse=True, name="_fresh")
-def fixture_fresh(fake: FakeUpstream) -> None:
+def fixture_fresh(fake: FakeUpstream, clients: Clients) -> None:
     fake.reset()
+    clients.answers.clear()
 
 
 # --- the caller's side: one request through the SDK, read back through its types ------------------------------------
@@ -134,6 +169,9 @@ class Got:
     stop: str  # finish_reason, stop_reason, or the response status (":" its incomplete reason)
     usage: dict[str, int | None]  # input (as the format counts it), output, cached (reads), cache_write
     reasoning: list[tuple[str, str | None]]  # (text, signature or encrypted content)
+    # (item type, namespace) of each call: a Responses caller's function_call or custom_tool_call (whose arguments
+    # in `calls` are its input text), "tool_use" or "function" elsewhere
+    shapes: list[tuple[str, str | None]] = field(default_factory=list)
 
 
 def send(c: Clients, fmt: str, stream: bool, args: dict[str, Any]) -> Got:
@@ -164,9 +202,11 @@ def _chat(c: Clients, stream: bool, args: dict[str, Any]) -> Got:
         return _chat_stream(c, args)
     r = c.openai.chat.completions.create(**args)
     choice, m = r.choices[0], r.choices[0].message
-    calls = [(t.id, t.function.name, json.loads(t.function.arguments)) for t in m.tool_calls or []]
+    calls = [(t.id, t.custom.name, t.custom.input) if t.type == "custom" else
+             (t.id, t.function.name, json.loads(t.function.arguments)) for t in m.tool_calls or []]
     thought = getattr(m, "reasoning_content", None)
-    return Got(m.content or "", calls, choice.finish_reason, _chat_usage(r.usage), [(thought, None)] if thought else [])
+    return Got(m.content or "", calls, choice.finish_reason, _chat_usage(r.usage), [(thought, None)] if thought else [],
+               [(t.type, None) for t in m.tool_calls or []])
 
 
 def _chat_stream(c: Clients, args: dict[str, Any]) -> Got:
@@ -180,12 +220,16 @@ def _chat_stream(c: Clients, args: dict[str, Any]) -> Got:
             text.append(choice.delta.content or "")
             thought.append(getattr(choice.delta, "reasoning_content", None) or "")
             for tc in choice.delta.tool_calls or []:
-                entry = calls.setdefault(tc.index, [tc.id, tc.function.name if tc.function else None, ""])
-                entry[2] += (tc.function.arguments if tc.function else None) or ""
+                custom = getattr(tc, "custom", None)  # a custom tool's call: the SDK's delta type has no word for it
+                named = custom["name"] if custom and "name" in custom else tc.function.name if tc.function else None
+                entry = calls.setdefault(tc.index, [tc.id, named, "", "custom" if custom else "function"])
+                entry[2] += (custom.get("input") if custom else tc.function.arguments if tc.function else None) or ""
             stop = choice.finish_reason or stop
     assert chunks[-1].choices == [] and chunks[-1].usage is not None, "include_usage: the last chunk is the usage"
-    return Got("".join(text), [(i, n, json.loads(a or "{}")) for _, (i, n, a) in sorted(calls.items())], stop,
-               _chat_usage(chunks[-1].usage), [("".join(thought), None)] if "".join(thought) else [])
+    ordered = [entry for _, entry in sorted(calls.items())]
+    return Got("".join(text), [(i, n, a if k == "custom" else json.loads(a or "{}")) for i, n, a, k in ordered], stop,
+               _chat_usage(chunks[-1].usage), [("".join(thought), None)] if "".join(thought) else [],
+               [(k, None) for *_, k in ordered])
 
 
 def _responses(c: Clients, stream: bool, args: dict[str, Any]) -> Got:
@@ -201,9 +245,11 @@ def _responses(c: Clients, stream: bool, args: dict[str, Any]) -> Got:
     details = u.input_tokens_details
     usage = {"input": u.input_tokens, "output": u.output_tokens, "cached": details.cached_tokens,
              "cache_write": details.cache_write_tokens}
-    calls = [(i.call_id, i.name, json.loads(i.arguments)) for i in r.output if i.type == "function_call"]
+    called = [i for i in r.output if i.type in ("function_call", "custom_tool_call")]
+    calls = [(i.call_id, i.name, i.input if i.type == "custom_tool_call" else json.loads(i.arguments)) for i in called]
     reasoning = [("".join(s.text for s in i.summary), i.encrypted_content) for i in r.output if i.type == "reasoning"]
-    return Got(r.output_text, calls, stop, usage, reasoning)
+    shapes = [(i.type, getattr(i, "namespace", None)) for i in called]
+    return Got(r.output_text, calls, stop, usage, reasoning, shapes)
 
 
 def _messages(c: Clients, stream: bool, args: dict[str, Any]) -> Got:
@@ -235,6 +281,7 @@ def expected_usage(fmt: str, kind: str, reported: tuple[int, ...]) -> dict[str, 
     Anthropic and Bedrock report them apart from their input tokens. Chat and Responses count every prompt token (cache reads in
     cached_tokens, writes in cache_write_tokens); Messages counts reads and writes apart."""
     inp, out, cached, *rest = reported
+    kind = wire(kind)
     write = rest[0] if rest and kind in WRITES_REPORTED else 0
     prompt = inp + cached + write if kind in APART else inp
     if fmt == "messages":
@@ -259,12 +306,12 @@ def received(fake: FakeUpstream, kind: str, stream: bool, model: str | None = No
     got = fake.requests[index]
     if kind == "bedrock":
         return _received_by_bedrock(fake, stream, index)
-    assert got.path == UPSTREAM_PATH[kind], got.path
+    assert (got.path, got.query) == (UPSTREAM_PATH[kind], UPSTREAM_QUERY.get(kind, {})), (got.path, got.query)
     assert got.body["model"] == UPSTREAM_MODEL[model or kind], got.body.get("model")
     assert bool(got.body.get("stream")) is stream
-    secret = SECRETS[{"openai": "oa", "anthropic": "an", "responses": "rs"}[kind]]
-    assert (got.headers.get("x-api-key") if kind == "anthropic" else got.headers.get("authorization")) == \
-        (secret if kind == "anthropic" else f"Bearer {secret}"), "the upstream's own key, never the caller's"
+    secret, header = SECRETS[UPSTREAM[kind]], KEY_HEADER.get(kind, "authorization")
+    assert got.headers.get(header) == (secret if kind in KEY_HEADER else f"Bearer {secret}"), \
+        "the upstream's own key, never the caller's"
     return dict(got.body)
 
 
@@ -296,7 +343,7 @@ def _items(body: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _turns(kind: str, body: dict[str, Any]) -> list[dict[str, Any]]:
     """The messages (role + content) the upstream received, system ones included where the kind puts them there."""
-    if kind == "responses":
+    if wire(kind) == "responses":
         return [i for i in _items(body) if i.get("type", "message") == "message"]
     return list(body.get("messages") or [])
 
@@ -306,7 +353,7 @@ def _parts(kind: str, body: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def system_of(kind: str, body: dict[str, Any]) -> str:
-    if kind in ("anthropic", "bedrock"):
+    if wire(kind) in ("anthropic", "bedrock"):
         return text_of(body.get("system"))
     said = [text_of(m.get("content")) for m in _turns(kind, body) if m.get("role") in ("system", "developer")]
     return "\n".join(([body["instructions"]] if body.get("instructions") else []) + said)
@@ -325,7 +372,7 @@ def images_of(kind: str, body: dict[str, Any]) -> list[tuple[str, ...]]:
         if kind == "bedrock" and "image" in p:
             image = p["image"]
             out.append(("base64", f"image/{image['format']}", image["source"]["bytes"]))
-        elif kind == "anthropic" and p.get("type") == "image":
+        elif wire(kind) == "anthropic" and p.get("type") == "image":
             src = p["source"]
             out.append(("base64", src["media_type"], src["data"]) if src["type"] == "base64" else ("url", src["url"]))
         elif p.get("type") in ("image_url", "input_image"):
@@ -344,17 +391,17 @@ def tools_of(kind: str, body: dict[str, Any]) -> dict[str, Any]:
         tools = (body.get("toolConfig") or {}).get("tools") or []
         return {t["toolSpec"]["name"]: t["toolSpec"]["inputSchema"]["json"] for t in tools if "toolSpec" in t}
     tools = body.get("tools") or []
-    if kind == "openai":
+    if wire(kind) == "openai":
         return {t["function"]["name"]: t["function"].get("parameters") for t in tools}
-    return {t["name"]: t.get("input_schema" if kind == "anthropic" else "parameters") for t in tools}
+    return {t["name"]: t.get("input_schema" if wire(kind) == "anthropic" else "parameters") for t in tools}
 
 
 def calls_of(kind: str, body: dict[str, Any]) -> list[tuple[str, str, Any]]:
     """(call id, name, decoded arguments) of every tool call in the history the upstream received."""
-    if kind == "openai":
+    if wire(kind) == "openai":
         return [(t["id"], t["function"]["name"], json.loads(t["function"]["arguments"]))
                 for m in _turns(kind, body) for t in m.get("tool_calls") or []]
-    if kind == "responses":
+    if wire(kind) == "responses":
         return [(i["call_id"], i["name"], json.loads(i["arguments"])) for i in _items(body)
                 if i.get("type") == "function_call"]
     if kind == "bedrock":
@@ -365,9 +412,9 @@ def calls_of(kind: str, body: dict[str, Any]) -> list[tuple[str, str, Any]]:
 
 def results_of(kind: str, body: dict[str, Any]) -> list[tuple[str, str]]:
     """(call id, text) of every tool result the upstream received."""
-    if kind == "openai":
+    if wire(kind) == "openai":
         return [(m["tool_call_id"], text_of(m["content"])) for m in _turns(kind, body) if m["role"] == "tool"]
-    if kind == "responses":
+    if wire(kind) == "responses":
         return [(i["call_id"], text_of(i["output"])) for i in _items(body) if i.get("type") == "function_call_output"]
     if kind == "bedrock":
         return [(p["toolResult"]["toolUseId"], text_of(p["toolResult"]["content"])) for p in _parts(kind, body)
@@ -379,7 +426,7 @@ def effort_of(kind: str, body: dict[str, Any]) -> Any:
     """The effort field in the kind's own words, or None when none arrived."""
     return {"openai": body.get("reasoning_effort"), "responses": (body.get("reasoning") or {}).get("effort"),
             "anthropic": body.get("thinking"),
-            "bedrock": (body.get("additionalModelRequestFields") or {}).get("thinking")}[kind]
+            "bedrock": (body.get("additionalModelRequestFields") or {}).get("thinking")}[wire(kind)]
 
 
 EFFORT_FIELDS = ("reasoning_effort", "reasoning", "thinking")  # no kind may receive these for a non-reasoning model
@@ -387,10 +434,10 @@ EFFORT_FIELDS = ("reasoning_effort", "reasoning", "thinking")  # no kind may rec
 
 def limit_of(kind: str, body: dict[str, Any], reasoning: bool = True) -> Any:
     """The token limit the upstream received (an openai reasoning model takes max_completion_tokens)."""
-    if kind == "openai":
+    if wire(kind) == "openai":
         other = "max_tokens" if reasoning else "max_completion_tokens"
         assert other not in body, f"{other} sent to a {'reasoning' if reasoning else 'plain'} chat model"
         return body.get("max_completion_tokens" if reasoning else "max_tokens")
     if kind == "bedrock":
         return (body.get("inferenceConfig") or {}).get("maxTokens")
-    return body.get("max_tokens" if kind == "anthropic" else "max_output_tokens")
+    return body.get("max_tokens" if wire(kind) == "anthropic" else "max_output_tokens")

@@ -22,7 +22,9 @@ class Reply:
 
     text: str = "Hello from fake"
     # {"name", "arguments": JSON text, "id"?}; with "input" (free-form text) instead of arguments, a custom tool's
-    # call: a custom_tool_call in the Responses dialect, a function call of {"input": ...} in the others
+    # call: a custom_tool_call in the Responses dialect, a function call of {"input": ...} in the others; or
+    # "type": "custom": a custom tool's call whose input is "arguments", as text (chat and Responses; Anthropic has
+    # none); Responses only: "namespace".
     tool_calls: list[dict[str, str]] = field(default_factory=list)
     finish: str | None = None  # the provider's own word; default stop / end_turn, or tool_calls / tool_use
     usage: Usage | None = None  # default: counted from the words
@@ -45,6 +47,17 @@ class Reply:
     # progress events (response.<type>.in_progress, .searching or .generating ..., .completed) and done
     items: list[dict[str, Any]] = field(default_factory=list)
     annotations: list[dict[str, Any]] = field(default_factory=list)  # Responses: the output text's (url_citation ...)
+    # Anthropic only: content blocks after the thinking and before the text, as they are (server_tool_use,
+    # web_search_tool_result, text with citations ...); streamed as Anthropic does: a block with an input starts
+    # empty and gets it in input_json_delta pieces, a text block's citations come as citations_delta before its text,
+    # any other block starts whole
+    blocks: list[dict[str, Any]] = field(default_factory=list)
+    # Anthropic: usage fields of its own (service_tier, server_tool_use ...), in the whole answer's usage and
+    # message_start's; server_tool_use also in message_delta's.
+    native_usage: dict[str, Any] = field(default_factory=dict)
+    # Azure (tests/fake_azure.py): the content filter's category; with status 400 it refuses the prompt, with finish
+    # "content_filter" it cut the completion
+    filtered: str | None = None
 
 
 
@@ -104,10 +117,14 @@ def _chat_usage(usage: Usage, reply: Reply) -> dict[str, Any]:
     }
 
 
+def _chat_call(reply: Reply, index: int, call_id: str, name: str, arguments: str) -> dict[str, Any]:
+    if reply.tool_calls[index].get("type") == "custom":
+        return {"id": call_id, "type": "custom", "custom": {"name": name, "input": arguments}}
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
 def _chat_whole(reply: Reply, model: str, usage: Usage) -> dict[str, Any]:
-    calls = [
-        {"id": i, "type": "function", "function": {"name": n, "arguments": a}} for i, n, a in _calls(reply, "call_")
-    ]
+    calls = [_chat_call(reply, n, *call) for n, call in enumerate(_calls(reply, "call_"))]
     message = {
         "role": "assistant",
         "content": reply.text or None,
@@ -139,9 +156,10 @@ def _chat_stream(reply: Reply, model: str, usage: Usage | None) -> list[bytes]:
     out += [chunk({"content": piece}) for piece in _pieces(reply.text)]
     out += [chunk({"refusal": piece}) for piece in _pieces(reply.refusal or "")]
     for index, (call_id, name, arguments) in enumerate(_calls(reply, "call_")):
-        start = {"index": index, "id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}
+        start = {"index": index, **_chat_call(reply, index, call_id, name, "")}
         out.append(chunk({"tool_calls": [start]}))
-        out += [chunk({"tool_calls": [{"index": index, "function": {"arguments": p}}]}) for p in _arg_pieces(arguments)]
+        field_, key = ("custom", "input") if start["type"] == "custom" else ("function", "arguments")
+        out += [chunk({"tool_calls": [{"index": index, field_: {key: p}}]}) for p in _arg_pieces(arguments)]
     out.append(chunk({}, reply.finish or ("tool_calls" if reply.tool_calls else "stop")))
     if usage:
         out.append({**head, "choices": [], "usage": _chat_usage(usage, reply)})
@@ -157,13 +175,14 @@ def _chat_error(reply: Reply) -> dict[str, Any]:
 # --- Anthropic Messages -------------------------------------------------------------------------------------------
 
 
-def _messages_usage(usage: Usage, output: int | None = None) -> dict[str, Any]:
+def _messages_usage(usage: Usage, reply: Reply, output: int | None = None) -> dict[str, Any]:
     tokens, completion, cached = usage[:3]
     return {
         "input_tokens": tokens,
         "cache_creation_input_tokens": usage[3] if len(usage) > 3 else 0,
         "cache_read_input_tokens": cached,
         "output_tokens": completion if output is None else output,
+        **reply.native_usage,
     }
 
 
@@ -171,6 +190,7 @@ def _messages_blocks(reply: Reply) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
     if (thought := _thought(reply)) is not None:
         blocks.append({"type": "thinking", "thinking": thought, "signature": reply.signature})
+    blocks += reply.blocks
     if reply.text:
         blocks.append({"type": "text", "text": reply.text})
     for call_id, name, arguments in _calls(reply, "toolu_fake"):
@@ -187,24 +207,25 @@ def _messages_whole(reply: Reply, model: str, usage: Usage) -> dict[str, Any]:
         "content": _messages_blocks(reply),
         "stop_reason": reply.finish or ("tool_use" if reply.tool_calls else "end_turn"),
         "stop_sequence": None,
-        "usage": _messages_usage(usage),
+        "usage": _messages_usage(usage, reply),
     }
 
 
 def _messages_stream(reply: Reply, model: str, usage: Usage | None) -> list[bytes]:
     usage = usage or (0, 0, 0)
     whole = _messages_whole(reply, model, usage)
-    message = {**whole, "content": [], "stop_reason": None, "usage": _messages_usage(usage, output=1)}
+    message = {**whole, "content": [], "stop_reason": None, "usage": _messages_usage(usage, reply, output=1)}
     events: list[dict[str, Any]] = [{"type": "message_start", "message": message}]
     for index, block in enumerate(whole["content"]):
         deltas = _block_deltas(block)
-        start = {**block, **_EMPTY_START.get(block["type"], {"input": {}})}  # as it opens: nothing in it yet
+        start = {**block, **_empty_start(block)}  # as it opens: nothing in it yet
         events.append({"type": "content_block_start", "index": index, "content_block": start})
         events += [{"type": "content_block_delta", "index": index, "delta": delta} for delta in deltas]
         events.append({"type": "content_block_stop", "index": index})
     events.insert(min(2, len(events)), {"type": "ping"})
     delta = {"stop_reason": whole["stop_reason"], "stop_sequence": None}
-    events.append({"type": "message_delta", "delta": delta, "usage": {"output_tokens": usage[1]}})
+    tools_used = {k: v for k, v in reply.native_usage.items() if k == "server_tool_use"}
+    events.append({"type": "message_delta", "delta": delta, "usage": {"output_tokens": usage[1], **tools_used}})
     events.append({"type": "message_stop"})
     return [_sse(e, e["type"]) for e in events] + [_sse(messages_error(reply), "error")]
 
@@ -212,12 +233,21 @@ def _messages_stream(reply: Reply, model: str, usage: Usage | None) -> list[byte
 _EMPTY_START: dict[str, dict[str, Any]] = {"text": {"text": ""}, "thinking": {"thinking": "", "signature": ""}}
 
 
+def _empty_start(block: dict[str, Any]) -> dict[str, Any]:
+    if block["type"] == "text":
+        return {"text": "", **({"citations": []} if "citations" in block else {})}
+    return _EMPTY_START.get(block["type"], {"input": {}} if "input" in block else {})
+
+
 def _block_deltas(block: dict[str, Any]) -> list[dict[str, Any]]:
     if block["type"] == "text":
-        return [{"type": "text_delta", "text": piece} for piece in _pieces(block["text"])]
+        cited = [{"type": "citations_delta", "citation": citation} for citation in block.get("citations") or []]
+        return cited + [{"type": "text_delta", "text": piece} for piece in _pieces(block["text"])]
     if block["type"] == "thinking":  # the thinking in pieces, then the whole signature just before the block stops
         deltas = [{"type": "thinking_delta", "thinking": piece} for piece in _pieces(block["thinking"])]
         return deltas + ([{"type": "signature_delta", "signature": block["signature"]}] if block["signature"] else [])
+    if "input" not in block:
+        return []
     arguments = orjson.dumps(block["input"]).decode()
     return [{"type": "input_json_delta", "partial_json": p} for p in ["", *_arg_pieces(arguments)]]
 
@@ -255,14 +285,14 @@ def _responses_items(reply: Reply) -> list[dict[str, Any]]:
         parts.append({"type": "refusal", "refusal": reply.refusal})
     if parts:
         items.append({"id": "msg_fake", "type": "message", "status": "completed", "role": "assistant", "content": parts})
-    for i, c in enumerate(reply.tool_calls):
-        call_id = c.get("id") or f"call_{i}"
-        if "input" in c:
-            items.append({"id": f"ctc_fake{i}", "type": "custom_tool_call", "status": "completed", "call_id": call_id,
-                          "name": c["name"], "input": c["input"]})  # fmt: skip
-            continue
-        call = {"id": f"fc_fake{i}", "type": "function_call", "status": "completed", "call_id": call_id}
-        items.append({**call, "name": c["name"], "arguments": c.get("arguments") or "{}"})
+    for i, (call_id, name, arguments) in enumerate(_calls(reply, "call_")):
+        given = reply.tool_calls[i]
+        custom = "input" in given or given.get("type") == "custom"
+        call = {"id": f"{'ctc' if custom else 'fc'}_fake{i}", "type": "custom_tool_call" if custom else "function_call",
+                "status": "completed", "call_id": call_id, "name": name}
+        call |= {"namespace": given["namespace"]} if given.get("namespace") else {}
+        text = given.get("input", given.get("arguments", "")) if custom else arguments
+        items.append({**call, "input" if custom else "arguments": text})
     return items
 
 

@@ -10,8 +10,10 @@ product code.
         fake.requests[-1].body                              # what the gateway sent
 
         gate = fake.hold()   # from now on each request waits, once recorded in fake.requests, until gate.set()
+        fake.responder = lambda dialect, body: Reply(...)  # decides the answer when no Reply is queued
 
-Each request takes the next scripted Reply, or the default "Hello from fake" answer. The wire shapes follow the
+Each request takes the next scripted Reply, else the responder's Reply for it (tests/agent_provider.py answers as a
+model would), else the default "Hello from fake" answer. The wire shapes follow the
 real services: role in the first chat chunk, a usage chunk with no choices, `data: [DONE]`; Anthropic's named
 events including ping; the Responses object and its typed, numbered events (response.completed last).
 
@@ -30,7 +32,8 @@ import struct
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, Self
 
 import orjson
@@ -41,7 +44,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from tests import fake_bedrock
+from tests import fake_azure, fake_bedrock
 from tests.fake_bedrock import AwsKey, BadSignature, Signed
 from tests.fake_dialects import ERRORS, STREAMS, WHOLE, Reply, Usage, default_usage, messages_error
 
@@ -55,6 +58,7 @@ class Received:
     headers: dict[str, str]
     body: Any  # parsed JSON, or None when it was not JSON
     peer: str = ""  # the client's host:port, to tell connections apart
+    query: dict[str, str] = field(default_factory=dict)
 
 
 class FakeUpstream:
@@ -63,12 +67,19 @@ class FakeUpstream:
         self.requests: list[Received] = []
         self.disconnects = 0  # streams whose client went away before the end
         self.gate: threading.Event | None = None  # see hold()
+        self.responder: Callable[[str, Any], Reply] | None = None  # (dialect, body) -> the answer, when none is queued
         self.port = 0
+        self.azure_keys: set[str] = set()  # the api-key values its Azure paths take (tests/fake_azure.py)
+        self.azure_tokens: set[str] = set()  # and the Entra ID bearer tokens
         self.aws_keys: dict[str, AwsKey] = {AWS_KEY.access_key: AWS_KEY}  # the keys a Bedrock request may sign with
         self.signed: list[Signed] = []  # what each Bedrock request's good signature said
         self.bad_signatures: list[str] = []  # the AWS error type of each request refused for its signature
         self.stream_exception = "modelStreamErrorException"  # a ConverseStream's mid-stream error (fail_after)
+        azure = functools.partial(Route, endpoint=self._azure, methods=["POST"])
         routes = [
+            azure("/openai/v1/chat/completions"), azure("/openai/v1/responses"), azure("/openai/v1/embeddings"),
+            azure("/openai/deployments/{deployment}/chat/completions"), azure("/openai/responses"),
+            azure("/openai/deployments/{deployment}/embeddings"),
             Route("/model/{rest:path}", self._bedrock, methods=["POST"]),
             Route("/v1/chat/completions", functools.partial(self._answer, dialect="chat"), methods=["POST"]),
             Route("/v1/messages", functools.partial(self._answer, dialect="messages"), methods=["POST"]),
@@ -97,6 +108,11 @@ class FakeUpstream:
         return f"http://127.0.0.1:{self.port}"
 
     @property
+    def azure_url(self) -> str:
+        """Like an Azure OpenAI resource's endpoint, https://RESOURCE.openai.azure.com."""
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
     def bedrock_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
@@ -111,6 +127,7 @@ class FakeUpstream:
         self.bad_signatures.clear()
         self.stream_exception = "modelStreamErrorException"
         self.disconnects = 0
+        self.responder = None
         self.release()
 
     def hold(self) -> threading.Event:
@@ -150,37 +167,62 @@ class FakeUpstream:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    async def _receive(self, request: Request, raw: bytes | None = None, path: str | None = None
+    async def _receive(self, request: Request, dialect: str = "", raw: bytes | None = None, path: str | None = None
                        ) -> tuple[Any, Reply]:
-        """Record the request (its body parsed, or None when not JSON), wait at the gate, take the next Reply."""
+        """Record the request (its body parsed, or None when not JSON), wait at the gate, take the next Reply (or
+        the responder's for the request)."""
         raw = await request.body() if raw is None else raw
         try:
             body = orjson.loads(raw)
         except orjson.JSONDecodeError:
             body = None
         peer = f"{request.client.host}:{request.client.port}" if request.client else ""
-        self.requests.append(Received(path or request.url.path, dict(request.headers), body, peer))
+        self.requests.append(Received(path or request.url.path, dict(request.headers), body, peer,
+                                      dict(request.query_params)))
         await self._pass_gate()
-        reply = self.replies.popleft() if self.replies else Reply()
+        if self.replies:
+            reply = self.replies.popleft()
+        elif self.responder is not None and dialect:
+            reply = self.responder(dialect, body)
+        else:
+            reply = Reply()
         await asyncio.sleep(reply.delay)
         return body, reply
 
     async def _answer(self, request: Request, dialect: str) -> Any:
-        body, reply = await self._receive(request)
+        body, reply = await self._receive(request, dialect)
+        return self._reply(dialect, body, reply)
+
+    async def _azure(self, request: Request) -> Any:
+        """Azure OpenAI's paths: its credentials and api-version checked, its dialects annotated as Azure does."""
+        dialect = "responses" if request.url.path.endswith("/responses") else "chat"
+        body, reply = await self._receive(request, "" if request.url.path.endswith("/embeddings") else dialect)
+        if (refused := fake_azure.refused(request, self.azure_keys, self.azure_tokens)) is not None:
+            return refused
+        if request.url.path.endswith("/embeddings"):
+            return self._vectors(body, reply)
+        if reply.status >= 400:
+            return JSONResponse(fake_azure.error(reply), reply.status, headers=reply.headers)
+        return self._reply(dialect, body, reply, request.path_params.get("deployment"), azure=True)
+
+    def _reply(self, dialect: str, body: Any, reply: Reply, deployment: str | None = None, azure: bool = False
+               ) -> Any:
         if reply.status >= 400:
             return JSONResponse(ERRORS[dialect](reply), reply.status, headers=reply.headers)
         body = body or {}
-        model = reply.model or body.get("model") or "fake-model"
+        model = reply.model or deployment or body.get("model") or "fake-model"
         usage = reply.usage or default_usage(body, reply)
         if not body.get("stream"):
             if reply.malformed:
                 return Response(b'{"id": "broken', media_type="application/json", headers=reply.headers)
             if reply.body is not None:
                 return JSONResponse(reply.body, headers=reply.headers)
-            return JSONResponse(WHOLE[dialect](reply, model, usage), headers=reply.headers)
+            whole = WHOLE[dialect](reply, model, usage)
+            return JSONResponse(fake_azure.annotated(dialect, whole, reply) if azure else whole, headers=reply.headers)
         stream_options = body.get("stream_options") or {}
         include_usage = dialect in ("messages", "responses") or bool(stream_options.get("include_usage"))
-        return _Stream(STREAMS[dialect](reply, model, usage if include_usage else None), reply, self)
+        chunks = STREAMS[dialect](reply, model, usage if include_usage else None)
+        return _Stream(fake_azure.annotated_stream(dialect, chunks, reply) if azure else chunks, reply, self)
 
     async def _bedrock(self, request: Request) -> Any:
         """POST /model/{modelId}/converse or /converse-stream, signed with one of `aws_keys` (else a 403 in AWS's
@@ -195,7 +237,7 @@ class FakeUpstream:
             body, headers = fake_bedrock.error(403, bad.message, bad.error_type)
             return JSONResponse(body, 403, headers=headers)
         self.signed.append(signed)
-        body, reply = await self._receive(request, raw, path)
+        body, reply = await self._receive(request, raw=raw, path=path)
         if reply.status >= 400:
             answer, headers = fake_bedrock.reply_error(reply)
             return JSONResponse(answer, reply.status, headers=headers)
@@ -219,6 +261,9 @@ class FakeUpstream:
         """OpenAI's POST /v1/embeddings: fake_vector() of each input (base64 of little-endian float32 when asked), a
         scripted Reply's usage[0] as prompt_tokens, else the inputs' words or token ids; errors as chat's."""
         body, reply = await self._receive(request)
+        return self._vectors(body, reply)
+
+    def _vectors(self, body: Any, reply: Reply) -> Any:
         if reply.status >= 400:
             return JSONResponse(ERRORS["chat"](reply), reply.status, headers=reply.headers)
         if reply.malformed:

@@ -55,3 +55,20 @@ def bad(fmt: str, body: dict[str, Any]) -> ApiError:
         parse(fmt, body)
     assert caught.value.status == 400
     return caught.value
+
+
+def messages_usage(input_tokens: int, output_tokens: int, read: int = 0, write: int = 0, **native: Any
+                   ) -> dict[str, Any]:
+    """A Messages usage object as the gateway renders it: every field Anthropic's Usage has, cache counts as numbers,
+    the upstream's own fields (server_tool_use ...) null unless it reported them."""
+    nulls = dict.fromkeys(("cache_creation", "server_tool_use", "service_tier", "inference_geo", "speed",
+                           "output_tokens_details", "fallback_credit", "iterations"))
+    return {"input_tokens": input_tokens, "cache_creation_input_tokens": write, "cache_read_input_tokens": read,
+            "output_tokens": output_tokens, **nulls, **native}
+
+
+def messages_delta_usage(input_tokens: int, output_tokens: int, read: int = 0, write: int = 0) -> dict[str, Any]:
+    """message_delta's usage: the counts, and the fields of Anthropic's MessageDeltaUsage the upstream did not say."""
+    return {"input_tokens": input_tokens, "cache_creation_input_tokens": write, "cache_read_input_tokens": read,
+            "output_tokens": output_tokens, "server_tool_use": None, "output_tokens_details": None,
+            "fallback_credit": None, "iterations": None}

@@ -1,6 +1,6 @@
 """Conformance: every inbound format (through its official SDK) x every upstream kind (openai, anthropic, responses,
-echo, bedrock) x whole or streamed x {text, image, tools round trip, structured output, effort/thinking, cache-control,
-multi-turn with system}, then the refusal block.
+azure through Chat Completions and through Responses, echo, bedrock) x whole or streamed x {text, image, tools round
+trip, structured output, effort/thinking, cache-control, multi-turn with system}, then the refusal block.
 
 Each cell asserts what the upstream received (the fake records every request; read in the upstream's own words)
 and what the caller got (through the SDK's own types). Whatever cannot be translated must be refused by name, a 400
@@ -45,6 +45,7 @@ from tests.conformance_support import (
     system_of,
     tools_of,
     turns_of,
+    wire,
 )
 from tests.fake_upstream import FakeUpstream
 
@@ -218,7 +219,7 @@ def test_structured_output(clients: Clients, fake: FakeUpstream, fmt: str, kind:
         assert OUTPUT_FIELD[fmt] in error["message"] and "echo" in error["message"]
         echoed(fake)
         return
-    forced_tool = (kind == "anthropic" and fmt != "messages") or kind == "bedrock"
+    forced_tool = (wire(kind) == "anthropic" and fmt != "messages") or kind == "bedrock"
     forced = FORCED_TOOL if fmt != "messages" else UNNAMED_TOOL  # Messages' output_config names no schema
     if forced_tool:  # Anthropic answers the forced tool; the caller must get its input as the JSON text
         fake.script(text="", tool_calls=[{"id": "toolu_out", "name": forced, "arguments": json.dumps(ANSWER)}])
@@ -226,13 +227,13 @@ def test_structured_output(clients: Clients, fake: FakeUpstream, fmt: str, kind:
         fake.script(text=json.dumps(ANSWER))
     got = send(clients, fmt, stream, args)
     body = received(fake, kind, stream)
-    if NATIVE[fmt] == kind:  # the caller's own words, byte for byte
+    if NATIVE[fmt] == wire(kind):  # the caller's own words, byte for byte
         field = next(iter(OUTPUT[fmt]))
         assert body[field] == OUTPUT[fmt][field]
-    elif kind == "openai":
+    elif wire(kind) == "openai":
         sent = body["response_format"]
         assert (sent["type"], sent["json_schema"]["schema"]) == ("json_schema", SCHEMA), sent
-    elif kind == "responses":
+    elif wire(kind) == "responses":
         sent = body["text"]["format"]
         assert (sent["type"], sent["schema"]) == ("json_schema", SCHEMA), sent
     elif kind == "bedrock":
@@ -288,15 +289,15 @@ def test_effort_and_thinking(clients: Clients, fake: FakeUpstream, fmt: str, kin
         assert got.text == f"Echo: {AGAIN}"
         return
     body = received(fake, kind, stream)
-    tier, same = TIER[fmt], NATIVE[fmt] == kind
-    if kind in ("anthropic", "bedrock"):  # Claude's thinking (on Bedrock in additionalModelRequestFields)
+    tier, same = TIER[fmt], NATIVE[fmt] == wire(kind)
+    if wire(kind) in ("anthropic", "bedrock"):  # Claude's thinking (on Bedrock in additionalModelRequestFields)
         budget = 2000 if fmt == "messages" else BUDGETS[tier]
         assert effort_of(kind, body) == {"type": "enabled", "budget_tokens": budget}
         assert limit_of(kind, body) == (caller_limit(fmt) if fmt == "messages" else budget + MAX_TOKENS)
     else:
         assert effort_of(kind, body) == tier
         assert limit_of(kind, body) == caller_limit(fmt)
-        if kind == "responses" and same:
+        if wire(kind) == "responses" and same:
             assert body["reasoning"] == EFFORT["responses"]["reasoning"]
     assert turns_of(kind, body) == [("user", PROMPT), ("assistant", EARLIER), ("user", AGAIN)]
     if same:
@@ -331,11 +332,12 @@ def reasoning_back(fmt: str, kind: str) -> list[tuple[str, str | None]]:
     if fmt == "chat":
         return [(THOUGHT, None)]
     if fmt == "responses":
-        return [(THOUGHT, ENCRYPTED if kind == "responses" else None)]
-    return [(THOUGHT, SIGNATURE if kind == "anthropic" else "")]
+        return [(THOUGHT, ENCRYPTED if wire(kind) == "responses" else None)]
+    return [(THOUGHT, SIGNATURE if wire(kind) == "anthropic" else "")]
 
 
-@pytest.mark.parametrize(("fmt", "kind", "stream"), cells(kinds=("openai", "anthropic", "responses", "bedrock")))
+@pytest.mark.parametrize(("fmt", "kind", "stream"),
+                         cells(kinds=("openai", "anthropic", "responses", "azure-chat", "azure-responses", "bedrock")))
 def test_upstream_reasoning_comes_back_in_the_callers_shape(clients: Clients, fake: FakeUpstream, fmt: str,
                                                             kind: str, stream: bool) -> None:
     fake.script(text=TEXT, reasoning=[THOUGHT], signature=SIGNATURE)
@@ -383,18 +385,18 @@ def test_cache_control(clients: Clients, fake: FakeUpstream, fmt: str, kind: str
     headers = fake.requests[-1].headers
     assert (system_of(kind, body), turns_of(kind, body)) == (SYSTEM, [("user", PROMPT)])
     version = clients.anthropic.default_headers["anthropic-version"] if fmt == "messages" else "2023-06-01"
-    assert headers.get("anthropic-version") == (version if kind == "anthropic" else None)  # the caller's, or config's
-    assert headers.get("anthropic-beta") == (BETA if kind == "anthropic" and fmt == "messages" else None)
-    if kind == "anthropic" and fmt == "messages":  # byte for byte
+    assert headers.get("anthropic-version") == (version if wire(kind) == "anthropic" else None)  # the caller's, or config's
+    assert headers.get("anthropic-beta") == (BETA if wire(kind) == "anthropic" and fmt == "messages" else None)
+    if wire(kind) == "anthropic" and fmt == "messages":  # byte for byte
         assert (body["system"], body["messages"], body["tools"]) == (args["system"], args["messages"], args["tools"])
-    elif kind == "anthropic":
+    elif wire(kind) == "anthropic":
         user_mark = HOUR if fmt == "chat" else EPHEMERAL
         assert body["system"] == MARKED_SYSTEM
         assert body["messages"] == [{"role": "user", "content": [{"type": "text", "text": PROMPT,
                                                                    "cache_control": user_mark}]}]
         if fmt == "chat":
             assert body["tools"][0].get("cache_control") == EPHEMERAL
-    elif kind == "responses" and fmt == "responses":
+    elif wire(kind) == "responses" and fmt == "responses":
         assert (body["input"], body["prompt_cache_key"]) == (args["input"], "conformance")
     elif kind == "bedrock":  # each mark a cachePoint after its block; the caching betas said no more than that
         point, hour = {"cachePoint": {"type": "default"}}, {"cachePoint": {"type": "default", "ttl": "1h"}}
@@ -434,7 +436,7 @@ def test_multi_turn_with_system(clients: Clients, fake: FakeUpstream, fmt: str, 
     body = received(fake, kind, stream)
     assert system_of(kind, body) == SYSTEM
     assert turns_of(kind, body) == TURNS
-    if kind == "openai":  # the system message comes first
+    if wire(kind) == "openai":  # the system message comes first
         assert body["messages"][0]["role"] in ("system", "developer")
     assert got.text == "Hello from fake"
 
@@ -451,6 +453,10 @@ REFUSED = [  # caller format, upstream kind, what the caller adds, the field the
     ("messages", "openai", {"extra_body": {"top_k": 5}}, "top_k"),
     ("messages", "responses", {"extra_body": {"top_k": 5}}, "top_k"),
     ("messages", "echo", {"extra_body": {"top_k": 5}}, "top_k"),
+    ("chat", "azure-responses", {"logit_bias": {"50256": -100}}, "logit_bias"),
+    ("chat", "azure-responses", {"n": 2}, "n"),
+    ("messages", "azure-chat", {"extra_body": {"top_k": 5}}, "top_k"),
+    ("messages", "azure-responses", {"extra_body": {"top_k": 5}}, "top_k"),
     ("chat", "bedrock", {"logit_bias": {"50256": -100}}, "logit_bias"),
     ("chat", "bedrock", {"n": 2}, "n"),
     ("chat", "bedrock", {"tools": TOOLS["chat"], "parallel_tool_calls": False}, "parallel_tool_calls"),
@@ -464,6 +470,8 @@ ACCEPTED = [  # inert values and advisory fields: another kind may leave them ou
     ("messages", "openai", {"metadata": {"user_id": "u-1"}}),
     ("responses", "anthropic", {"store": False, "user": "u-1"}),
     ("responses", "echo", {"store": False}),
+    ("chat", "azure-responses", {"n": 1, "presence_penalty": 0, "user": "u-1"}),
+    ("messages", "azure-chat", {"metadata": {"user_id": "u-1"}}),
     ("chat", "bedrock", {"n": 1, "frequency_penalty": 0, "user": "u-1", "seed": 7}),
     ("messages", "bedrock", {"metadata": {"user_id": "u-1"}, "extra_body": {"top_k": 5}}),  # Claude takes top_k
 ]

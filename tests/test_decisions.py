@@ -104,6 +104,10 @@ def test_the_record_is_the_decision_the_spec_describes_and_its_json_is_unchanged
         "model": "acme/fast",
         "usage": {"input_tokens": 1200, "output_tokens": 300, "cached_input_tokens": 800, "cache_write_tokens": 0},
         "usage_estimated": False, "cost": "0.000123", "outcome": "ok",
+        "pricing": {"input_per_million": "1", "output_per_million": "2", "cached_input_per_million": "1",
+                    "cache_write_per_million": "1",
+                    "sources": dict.fromkeys(("input_per_million", "output_per_million", "cached_input_per_million",
+                                              "cache_write_per_million"), "default")},
         "explanation": "The request named acme/strong. acme/strong failed before answering, so the fallback acme/fast "
                        "answered.",
         "left_out": [],

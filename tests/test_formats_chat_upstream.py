@@ -220,6 +220,16 @@ def test_chat_leaves_out_advisory_fields_and_refuses_the_rest(monkeypatch: pytes
     assert (caught.value.code, caught.value.param) == ("unsupported_parameter", "top_k")
 
 
+@pytest.mark.parametrize(("verbosity", "sent"), [("low", {"verbosity": "low"}), ("high", {"verbosity": "high"}),
+                                                 ("medium", {}), (None, {})])
+def test_chat_takes_a_responses_callers_text_verbosity_as_its_verbosity(verbosity: str | None,
+                                                                       sent: dict[str, str]) -> None:
+    """Codex sends text.verbosity for a model whose metadata says it supports verbosity; chat has the same word."""
+    request = parse("responses", {"input": "hi", "text": {"verbosity": verbosity}})
+    body = sdk_checked(chat.upstream_body(request, "m", OPTIONS, PLAIN))
+    assert {k: v for k, v in body.items() if k == "verbosity"} == sent
+
+
 def test_chat_sets_are_what_another_kind_leaves_out_of_a_chat_request() -> None:
     request = parse("chat", {"messages": USER, "user": "u", "metadata": {}, "n": 1, "logprobs": False, "store": False})
     assert all(k in chat.ADVISORY or chat.INERT.get(k, object()) == v for k, v in request.extra.items())

@@ -39,7 +39,7 @@ from handlers.inference.canonical import (
     UsageReport,
 )
 from handlers.inference.formats import messages
-from tests.formats_support import ANSWER, RESULTS, USER, bad, parse, render
+from tests.formats_support import ANSWER, RESULTS, USER, bad, messages_delta_usage, messages_usage, parse, render
 
 # --- parse ---------------------------------------------------------------------------------------------------------
 
@@ -173,16 +173,9 @@ def test_render_messages() -> None:
         {"type": "tool_use", "id": "call_2", "name": "f", "input": {"arguments": "not json"}},
     ]
     # Anthropic counts cache reads apart from input_tokens.
-    assert render("messages", RESULTS["text"])["usage"] == {
-        "input_tokens": 8,
-        "output_tokens": 5,
-        "cache_read_input_tokens": 2,
-    }
+    assert render("messages", RESULTS["text"])["usage"] == messages_usage(8, 5, read=2)
     empty = render("messages", RESULTS["unknown"])
-    assert empty["content"] == [{"type": "text", "text": ""}] and empty["usage"] == {
-        "input_tokens": 0,
-        "output_tokens": 0,
-    }
+    assert empty["content"] == [{"type": "text", "text": ""}] and empty["usage"] == messages_usage(0, 0)
     stops = [render("messages", RESULTS[c])["stop_reason"] for c in ("text", "length", "filter", "unknown")]
     assert stops == ["end_turn", "max_tokens", "refusal", "end_turn"]
 
@@ -391,9 +384,7 @@ def test_render_messages_thinking_and_cache_usage() -> None:
         SEARCH,
         {"type": "text", "text": "Answer."},
     ]
-    assert rendered["usage"] == {
-        "input_tokens": 10, "output_tokens": 7, "cache_read_input_tokens": 60, "cache_creation_input_tokens": 30,
-    }  # fmt: skip
+    assert rendered["usage"] == messages_usage(10, 7, read=60, write=30)
     sdk = anthropic_types.Message.model_validate(rendered)
     assert [block.type for block in sdk.content] == ["thinking", "redacted_thinking", "thinking", "server_tool_use",
                                                      "text"]  # fmt: skip
@@ -463,8 +454,7 @@ def test_messages_stream_thinking_through_the_sdk() -> None:
         {"type": "thinking", "thinking": "Later thoughts, unsigned.", "signature": ""},
         {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {}},
     ]
-    assert events[0]["message"]["usage"] == {"input_tokens": 10, "output_tokens": 1, "cache_read_input_tokens": 30,
-                                             "cache_creation_input_tokens": 10}  # fmt: skip
+    assert events[0]["message"]["usage"] == messages_usage(10, 1, read=30, write=10)
     assert (final.usage.input_tokens, final.usage.cache_creation_input_tokens, final.usage.output_tokens) == (10, 10, 9)
     assert final.stop_reason == "tool_use"
 
@@ -472,8 +462,8 @@ def test_messages_stream_thinking_through_the_sdk() -> None:
 def test_messages_stream_starts_with_the_gateways_estimate_when_usage_comes_late() -> None:
     late: list[Event] = [TextDelta("Hi"), Finish(FinishReason.STOP), UsageReport(Usage(12, 2))]
     events = stream_events(render_stream(late, Answer("dec1", "pub/model", 0, input_estimate=11)))
-    assert events[0]["message"]["usage"] == {"input_tokens": 11, "output_tokens": 0}
-    assert events[-2]["usage"] == {"input_tokens": 12, "output_tokens": 2}
+    assert events[0]["message"]["usage"] == messages_usage(11, 0)
+    assert events[-2]["usage"] == messages_delta_usage(12, 2)
     early: list[Event] = [UsageReport(Usage(40, 1)), *late]  # the upstream's own count wins
     assert stream_events(render_stream(early, Answer("d", "m", 0, 11)))[0]["message"]["usage"]["input_tokens"] == 40
 

@@ -30,7 +30,7 @@ from handlers.inference.canonical import (
 from handlers.inference.formats import messages
 from handlers.inference.formats.base import Traits, UpstreamOptions
 from handlers.inference.routing import normalise_effort
-from tests.formats_support import USER, parse, render
+from tests.formats_support import USER, messages_usage, parse, render
 from tests.test_formats_messages import EPHEMERAL, HOUR, PNG, SEARCH
 
 # --- upstream body: a Messages caller's own body ------------------------------------------------------------------
@@ -323,8 +323,7 @@ def test_upstream_result_reads_thinking_server_blocks_and_cache_usage() -> None:
     rendered = render("messages", result)
     assert rendered["content"] == [SIGNED, {"type": "redacted_thinking", "data": "opaque"}, SEARCH,
                                    {"type": "text", "text": "Hi"}]  # fmt: skip
-    assert rendered["usage"] == {"input_tokens": 5, "output_tokens": 3, "cache_read_input_tokens": 40,
-                                 "cache_creation_input_tokens": 20}  # fmt: skip
+    assert rendered["usage"] == messages_usage(5, 3, read=40, write=20)
 
 
 def test_upstream_result_reads_the_structured_output_tool_as_text() -> None:

@@ -237,6 +237,18 @@ def test_responses_parse_reasoning_items_and_tool_outputs_with_images() -> None:
     ]
 
 
+def test_responses_parse_a_reasoning_item_sent_back_with_null_content() -> None:
+    """Codex sends each reasoning item of the last answer back with "content": null."""
+    summary = [{"type": "summary_text", "text": "Run it."}]
+    request = parse("responses", {"input": [
+        {"role": "user", "content": "Go"},
+        {"type": "reasoning", "id": "rs_1", "summary": summary, "content": None, "encrypted_content": "gAAA"},
+        {"type": "function_call", "call_id": "c1", "name": "exec_command", "arguments": "{}"},
+    ]})
+    assert request.messages[1] == Message("assistant", [
+        Thinking("Run it.", encrypted="gAAA", id="rs_1", format="responses"), ToolCall("c1", "exec_command", "{}")])
+
+
 @pytest.mark.parametrize(
     ("text", "output"),
     [

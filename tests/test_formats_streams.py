@@ -32,7 +32,7 @@ from handlers.inference.canonical import (
     fold,
 )
 from handlers.inference.formats import messages
-from tests.formats_support import ANSWER, MODULES, REQUESTS, USER, parse, render
+from tests.formats_support import ANSWER, MODULES, REQUESTS, USER, messages_delta_usage, messages_usage, parse, render
 
 TOOLS_STREAM: list[Event] = [
     TextDelta("Hel"),
@@ -216,9 +216,9 @@ def test_messages_stream_frames() -> None:
             "message_stop",
         ]
     )
-    assert events[0]["message"]["usage"] == {"input_tokens": 0, "output_tokens": 0}
+    assert events[0]["message"]["usage"] == messages_usage(0, 0)
     assert events[-2]["delta"] == {"stop_reason": "max_tokens", "stop_sequence": None}
-    assert events[-2]["usage"] == {"input_tokens": 3, "output_tokens": 2}
+    assert events[-2]["usage"] == messages_delta_usage(3, 2)
 
 
 def test_messages_stream_starts_with_the_input_tokens_an_upstream_reports_first() -> None:
@@ -226,7 +226,7 @@ def test_messages_stream_starts_with_the_input_tokens_an_upstream_reports_first(
              UsageReport(Usage(40, 6, 30))]  # fmt: skip
     events = events_of(stream("messages", early))
     assert [e["type"] for e in events][:2] == ["message_start", "content_block_start"]
-    assert events[0]["message"]["usage"] == {"input_tokens": 10, "output_tokens": 1, "cache_read_input_tokens": 30}
+    assert events[0]["message"]["usage"] == messages_usage(10, 1, read=30)
     assert events[-2]["delta"] == {"stop_reason": "stop_sequence", "stop_sequence": "END"}
     with anthropic_client(stream("messages", early)).messages.stream(model="m", max_tokens=8, messages=USER) as s:
         final = s.get_final_message()

@@ -111,9 +111,12 @@ def _held(db: Path) -> tuple[int, Decimal]:
 
 
 def _books(db: Path, key_id: str) -> tuple[Decimal, set[str], Decimal, Decimal]:
-    """(the key's spend, its decision records' ids, their costs' sum, its usage rollups' cost), from the file."""
+    """(the key's spend, its decision records' ids, their costs' sum, its usage rollups' cost), from the file; the
+    reservations' costs (holds and leases, settled or released) add up to the spend."""
     with sqlite3.connect(db) as conn:
         spend = Decimal(conn.execute("SELECT spend_total FROM keys WHERE id = ?", (key_id,)).fetchone()[0])
+        costs = conn.execute("SELECT cost FROM reservations WHERE key_id = ? AND cost IS NOT NULL", (key_id,))
+        assert sum((Decimal(c) for (c,) in costs), Decimal(0)) == spend
         records = [json.loads(r) for (r,) in conn.execute("SELECT record FROM decisions WHERE key_id = ?", (key_id,))]
         usage = sum((Decimal(c) for (c,) in conn.execute("SELECT cost FROM usage_hourly WHERE key_id = ?", (key_id,))),
                     Decimal(0))

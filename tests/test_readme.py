@@ -82,7 +82,7 @@ def run(block: str, folder: Path, env: dict[str, str], key: str, *, python: bool
 
 def test_the_quickstart_runs_as_written(folder: Path) -> None:
     found = blocks()
-    assert set(found) == {"curl", "sdk", "config", "credit", "bedrock"}  # bedrock: see the test below
+    assert set(found) == {"curl", "sdk", "config", "credit", "azure", "bedrock"}  # bedrock: see the test below
     env = {k: v for k, v in os.environ.items() if not k.startswith("SPECWAY_")}
     env["SPECWAY_SERVER__PORT"] = str(free_port())
     with serving(folder, env) as key:
@@ -110,6 +110,20 @@ def test_the_quickstart_runs_as_written(folder: Path) -> None:
             assert (fast.headers["x-specway-model"], strong.headers["x-specway-model"]) == ("fast", "strong")
             used = httpx.get(f"http://127.0.0.1:{env['SPECWAY_SERVER__PORT']}/v1/usage", headers=headers).json()
             assert used["totals"]["requests"] >= 2 and float(used["totals"]["cost"]) > 0
+    # Azure OpenAI: the README's block as specway.yaml, the resource a local server that checks Azure's api-key.
+    (folder / "specway.yaml").write_text(found["azure"])
+    with FakeUpstream() as fake:
+        fake.azure_keys = {"azure-readme-key"}
+        env = {k: v for k, v in env.items() if not k.startswith("SPECWAY_UPSTREAMS__")}  # no openai, anthropic here
+        env |= {"SPECWAY_UPSTREAMS__AZURE__BASE_URL": fake.azure_url, "AZURE_OPENAI_API_KEY": "azure-readme-key"}
+        with serving(folder, env):
+            chat = f"http://127.0.0.1:{env['SPECWAY_SERVER__PORT']}/v1/chat/completions"
+            answer = httpx.post(chat, headers={"Authorization": f"Bearer {key}"},
+                                json={"messages": [{"role": "user", "content": "hi"}]})
+            assert (answer.status_code, answer.headers.get("x-specway-model")) == (200, "azure-fast"), answer.text
+        sent = fake.requests[-1]
+        assert (sent.path, sent.headers["api-key"], sent.body["model"]) == \
+            ("/openai/v1/chat/completions", "azure-readme-key", "my-gpt-4o-mini")
     listed = subprocess.run([str(folder / ".venv/bin/specway"), "workspaces", "list"], cwd=folder, env=env,
                             capture_output=True, text=True, timeout=60, check=True)
     assert float(json.loads(listed.stdout)[0]["credit"]) < 10

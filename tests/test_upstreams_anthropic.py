@@ -14,6 +14,9 @@ from handlers.inference.canonical import (
     Finish,
     FinishReason,
     Image,
+    ItemDone,
+    ItemProgress,
+    ItemStart,
     Message,
     OutputFormat,
     Request,
@@ -24,6 +27,7 @@ from handlers.inference.canonical import (
     ToolCallDelta,
     ToolCallStart,
     ToolChoice,
+    Unknown,
     Usage,
     UsageReport,
     fold,
@@ -240,7 +244,7 @@ START = {"type": "message_start", "message": {"usage": {"input_tokens": 3, "outp
                                                         "cache_creation_input_tokens": 7}}}  # fmt: skip
 
 
-async def test_anthropic_streams_thinking_and_skips_server_tool_blocks() -> None:
+async def test_anthropic_streams_thinking_and_relays_server_tool_blocks_as_items() -> None:
     frames = [
         START,
         {"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": "",
@@ -250,9 +254,8 @@ async def test_anthropic_streams_thinking_and_skips_server_tool_blocks() -> None
         {"type": "content_block_stop", "index": 0},
         {"type": "content_block_start", "index": 1, "content_block": {"type": "redacted_thinking", "data": "opaque"}},
         {"type": "content_block_stop", "index": 1},
-        {"type": "content_block_start", "index": 2, "content_block": {"type": "server_tool_use", "id": "s1",
-                                                                      "name": "web_search", "input": {}}},
-        {"type": "content_block_delta", "index": 2, "delta": {"type": "input_json_delta", "partial_json": "{}"}},
+        {"type": "content_block_start", "index": 2, "content_block": SEARCH},
+        {"type": "content_block_delta", "index": 2, "delta": {"type": "input_json_delta", "partial_json": '{"q": 1}'}},
         {"type": "content_block_stop", "index": 2},
         {"type": "content_block_start", "index": 3, "content_block": {"type": "text", "text": ""}},
         {"type": "content_block_delta", "index": 3, "delta": {"type": "text_delta", "text": "Hi"}},
@@ -267,12 +270,21 @@ async def test_anthropic_streams_thinking_and_skips_server_tool_blocks() -> None
         ThinkingDelta("Plan", format="messages"),
         ThinkingDelta(signature="sig==", format="messages"),
         ThinkingDelta(redacted="opaque", format="messages"),
+        ItemStart(Unknown(SEARCH, "messages")),
+        ItemProgress({"type": "content_block_delta", "delta": {"type": "input_json_delta", "partial_json": '{"q": 1}'}},
+                     "messages"),
+        ItemDone(Unknown({**SEARCH, "input": {"q": 1}}, "messages")),
         TextDelta("Hi"),
         Finish(FinishReason.STOP),
         UsageReport(Usage(10, 9, None, 7)),
     ]
-    # Consecutive pieces are one block, but a redacted block right after a thinking block has no boundary event.
-    assert fold(got).content[0] == Thinking("Plan", signature="sig==", redacted="opaque", format="messages")
+    # A signature ends its thinking block, and redacted thinking is a block of its own.
+    assert fold(got).content[:3] == [Thinking("Plan", signature="sig==", format="messages"),
+                                     Thinking("", redacted="opaque", format="messages"),
+                                     Unknown({**SEARCH, "input": {"q": 1}}, "messages")]
+
+
+SEARCH = {"type": "server_tool_use", "id": "s1", "name": "web_search", "input": {}}
 
 
 async def test_anthropic_reads_a_streamed_structured_output_tool_as_text() -> None:

@@ -11,6 +11,7 @@ exists cannot be known, so it is neither refused (401) nor let in.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from dataclasses import dataclass
@@ -52,6 +53,7 @@ class KeyCache:
         self._ttl = ttl
         # hash -> (key, fresh until): kept after it is stale, to serve while the store is away
         self._entries: dict[str, tuple[Key, float]] = {}
+        self._loading: dict[str, asyncio.Future[Key | None]] = {}  # hash -> the store read in flight for it
         self._touched: dict[str, datetime] = {}
         self._toucher = Periodic(self.flush, _TOUCH_EVERY, "record keys' last use")
         self._lookups = Outage("key lookups", "keys seen before are served from this process's cache", log)
@@ -59,27 +61,42 @@ class KeyCache:
 
     async def lookup(self, secret: str) -> Key | None:
         digest = hash_secret(secret)
-        now = time.monotonic()
         hit = self._entries.get(digest)
-        if hit is not None and hit[1] > now:
+        if hit is not None and hit[1] > time.monotonic():
             key = hit[0]
         else:
-            try:
-                found = await self._store.key_by_secret(secret)
-            except StoreUnavailable as away:
-                if hit is None:
-                    raise
-                self._lookups.down(away.reason)
-                key = hit[0]  # stale: the store is away, and this process knows of no revocation
-            else:
-                self._lookups.up()
-                if found is None:
-                    self._entries.pop(digest, None)
-                    return None
-                key = found
-                self._entries[digest] = (key, now + self._ttl)
+            found = await self._fetch(digest, secret)
+            if found is None:
+                return None
+            key = found
         self._touched[key.id] = datetime.now(UTC)
         return key
+
+    async def _fetch(self, digest: str, secret: str) -> Key | None:
+        """The store's word on a key not fresh here: one read per key at a time, whoever asks (a burst of requests
+        with one key waits for one read, not a queue of them that outlasts the store's timeout)."""
+        task = self._loading.get(digest)
+        if task is None:
+            task = self._loading[digest] = asyncio.ensure_future(self._load(digest, secret))
+            task.add_done_callback(lambda done: self._loading.pop(digest, None) if self._loading.get(digest) is done
+                                   else None)
+        return await asyncio.shield(task)  # a caller that leaves does not cancel the others' read
+
+    async def _load(self, digest: str, secret: str) -> Key | None:
+        hit = self._entries.get(digest)
+        try:
+            found = await self._store.key_by_secret(secret)
+        except StoreUnavailable as away:
+            if hit is None:
+                raise
+            self._lookups.down(away.reason)
+            return hit[0]  # stale: the store is away, and this process knows of no revocation
+        self._lookups.up()
+        if found is None:
+            self._entries.pop(digest, None)
+            return None
+        self._entries[digest] = (found, time.monotonic() + self._ttl)
+        return found
 
     async def authenticate(self, secret: str | None, scope: str) -> Principal:
         if not secret:

@@ -1,4 +1,4 @@
-"""The specway command: serve, keys, workspaces, db, generate."""
+"""The specway command: serve, keys, workspaces, models, db, generate."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from generated.config import Config
 from generated.scopes import SCOPES
 from handlers import config as config_mod
 from handlers.cli.admin import StoreUnreachable, add_parsers, default_workspace, redact, with_store
+from handlers.cli.models import add_parser as add_models_parser
 from handlers.metering.ratelimit import RedisLimiter
 from handlers.store.base import Store
 
@@ -113,7 +114,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
                               "log_config": _logging(log_level), "access_log": False}
     if workers > 1:
         _share_metrics_between_workers()
-        uvicorn.run("handlers.edge.app:factory", factory=True, workers=workers, **common)
+        uvicorn.run("handlers.edge.app:factory", factory=True, workers=workers,
+                    timeout_worker_healthcheck=server.worker_healthcheck_seconds, **common)
     else:
         from handlers.edge.app import create_app
 
@@ -157,6 +159,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--workers", type=int)
     s.set_defaults(fn=cmd_serve)
     add_parsers(sub)
+    add_models_parser(sub)
     d = sub.add_parser("db", help="database schema")
     d.add_argument("action", choices=["upgrade"])
     d.set_defaults(fn=cmd_db)

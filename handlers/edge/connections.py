@@ -121,6 +121,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         if self._head_size + len(method) + _REQUEST_LINE > self.limits.header_bytes:
             self._refuse(self._too_large(), method, self.url)
         elif not self._admitted:
+            metrics.OVERLOADED.labels("connections").inc()
             self._refuse(ApiError(codes.OVERLOADED, "The gateway holds as many connections as it may; retry "
                                   "shortly.", headers={"Retry-After": "1"}), method, self.url)
         else:

@@ -47,6 +47,8 @@ class Edge:
         self.limit = gateway.config.server.body_limit_bytes
         self.body_timeout = float(gateway.config.server.body_timeout_seconds)
         self.spec = spec
+        self.max_requests = gateway.config.server.max_requests
+        self.serving = 0  # requests in progress in this worker, ops routes aside
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         self.gateway.bind()
@@ -67,18 +69,32 @@ class Edge:
             await send(message)
 
         token = requestlog.begin(fields)
+        counted = route not in _NEVER_REFUSED
+        self.serving += counted
         try:
             length = _content_length(scope)
-            if length is not None and length > self.limit:
+            if counted and self.max_requests is not None and self.serving > self.max_requests:
+                metrics.OVERLOADED.labels("requests").inc()
+                await _send_error(send_with_id, _overloaded(self.max_requests))
+            elif length is not None and length > self.limit:
                 await _send_error(send_with_id, _too_large(self.limit))  # nothing of the body is read
             elif self.spec is not None and scope["path"] == SPEC_PATH:
                 await _send_spec(send_with_id, scope["method"], self.spec)
             else:
                 await self.app(scope, _reading(receive, self.limit, self.body_timeout), send_with_id)
         finally:
+            self.serving -= counted
             fields["latency_ms"] = round((time.perf_counter() - started) * 1000, 3)
             metrics.REQUESTS.labels(route, scope["method"], str(fields["status"])).inc()
             requestlog.end(token)
+
+
+_NEVER_REFUSED = frozenset({"/healthz", "/readyz", "/metrics"})  # what an operator needs most when it is busy
+
+
+def _overloaded(limit: int) -> ApiError:
+    return ApiError(codes.OVERLOADED, f"The gateway is serving as many requests as it may ({limit}); retry shortly.",
+                    headers={"Retry-After": "1"})
 
 
 def _request_id(scope: Scope) -> str:

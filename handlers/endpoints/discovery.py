@@ -13,7 +13,7 @@ from handlers.administration import accounts as admin
 from handlers.administration.auth import Principal
 from handlers.edge.responses import json_response, model_response
 from handlers.errors import ApiError, not_found
-from handlers.inference.catalog import Catalog, Model
+from handlers.inference.catalog import SOURCED_FIELDS, Catalog, Model
 from handlers.inference.formats import FORMATS
 
 # An answer's id is its decision id after its format's prefix (chatcmpl-, msg_, resp_).
@@ -25,10 +25,14 @@ def _entry(model: Model, name: str, created: datetime) -> models.Model:
         id=name, object="model", created=int(created.timestamp()), owned_by=model.owned_by, type="model",
         display_name=model.display_name if name == model.id else name,
         created_at=created.isoformat().replace("+00:00", "Z"), alias_of=None if name == model.id else model.id,
-        aliases=list(model.aliases), context_window=model.context_window,
+        aliases=list(model.aliases), context_window=model.context_window, max_output_tokens=model.max_output_tokens,
         pricing=models.ModelPricing(input_per_million=str(model.price_in), output_per_million=str(model.price_out),
                                     cached_input_per_million=str(model.cached_input_price),
                                     cache_write_per_million=str(model.cache_write_price)),
+        capabilities=models.ModelCapabilities(reasoning=model.reasoning, vision=model.vision,
+                                              tool_calling=model.tool_calling,
+                                              structured_output=model.structured_output),
+        sources=models.ModelSources(**{f: model.source(f) for f in SOURCED_FIELDS}),
     )
 
 

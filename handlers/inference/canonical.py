@@ -40,6 +40,8 @@ class Text:
     cache: CacheMark | None = None
     refusal: bool = False  # the model's refusal in words (OpenAI's refusal); text wherever a format has no word for it
     annotations: list[dict[str, Any]] | None = None  # OpenAI Responses' own (url citations ...), for its callers
+    # Anthropic's own, of its text block as a whole; a Responses caller gets those with a URL (formats/citations.py)
+    citations: list[dict[str, Any]] | None = None
 
 
 @dataclass(slots=True)
@@ -81,7 +83,8 @@ class Document:
 @dataclass(slots=True)
 class Thinking:
     """Reasoning the model showed. It goes back only to the provider that made it (`format`): Anthropic checks its
-    `signature` (or takes `redacted` data back); OpenAI Responses takes its `encrypted` content and item `id`."""
+    `signature` (or takes `redacted` data back); OpenAI Responses takes its `encrypted` content and item `id`. The
+    rule, and what the decision record says of what it leaves out, is formats/reasoning.py."""
 
     text: str
     signature: str | None = None
@@ -241,6 +244,9 @@ class Usage:
     output_tokens: int | None = None
     cached_input_tokens: int | None = None  # read from a prompt cache; part of input_tokens
     cache_write_tokens: int | None = None  # written to a prompt cache (Anthropic); part of input_tokens
+    # Usage fields of the upstream's own format that canonical does not model (Anthropic's server_tool_use,
+    # service_tier...), as reported, for a caller of that format.
+    native: dict[str, Any] | None = None
 
     @property
     def total_tokens(self) -> int | None:
@@ -271,12 +277,20 @@ class TextDelta:
     text: str
     refusal: bool = False
     annotation: dict[str, Any] | None = None  # one annotation of the text so far (OpenAI Responses' own)
+    # one of Anthropic's citations of the text block streaming now: they come before its text, and TextEnd ends it
+    citation: dict[str, Any] | None = None
+
+
+@dataclass(slots=True)
+class TextEnd:
+    """The end of a text block that has citations (Anthropic's): the text after it is another block's."""
 
 
 @dataclass(slots=True)
 class ThinkingDelta:
-    """A piece of a thinking block; consecutive pieces are one block. Signature, redacted data and encrypted content
-    arrive as pieces of their own."""
+    """A piece of a thinking block; consecutive pieces are one block, until a signature ends it (Anthropic's comes
+    last) or an id changes (OpenAI's). Signature, redacted data (a block of its own) and encrypted content arrive as
+    pieces of their own."""
 
     text: str = ""
     signature: str | None = None
@@ -337,8 +351,8 @@ class UsageReport:
     usage: Usage
 
 
-Event = (TextDelta | ThinkingDelta | ToolCallStart | ToolCallDelta | ItemStart | ItemProgress | ItemDone | Finish
-         | UsageReport)
+Event = (TextDelta | TextEnd | ThinkingDelta | ToolCallStart | ToolCallDelta | ItemStart | ItemProgress | ItemDone
+         | Finish | UsageReport)
 
 
 @dataclass(slots=True)
@@ -356,6 +370,7 @@ def fold(events: list[Event]) -> Result:
     text: list[str] = []
     refusal: list[str] = []
     annotations: list[dict[str, Any]] = []
+    citations: list[dict[str, Any]] = []
     thoughts: list[Thinking] = []
     items: list[Block] = []
     calls: dict[int, ToolCall] = {}
@@ -364,12 +379,13 @@ def fold(events: list[Event]) -> Result:
     last: Event | None = None
     for ev in events:
         if isinstance(ev, ThinkingDelta):
-            if not isinstance(last, ThinkingDelta):
+            if not isinstance(last, ThinkingDelta) or _starts_block(thoughts[-1], ev):
                 thoughts.append(Thinking("", format=ev.format))
             _add_thinking(thoughts[-1], ev)
         elif isinstance(ev, TextDelta):
             (refusal if ev.refusal else text).append(ev.text)
             annotations.extend([ev.annotation] if ev.annotation is not None else [])
+            citations.extend([ev.citation] if ev.citation is not None else [])
         elif isinstance(ev, ToolCallStart):
             calls[ev.index] = ToolCall(ev.id, ev.name, "", custom=ev.custom, namespace=ev.namespace)
         elif isinstance(ev, ToolCallDelta) and ev.index in calls:
@@ -382,12 +398,20 @@ def fold(events: list[Event]) -> Result:
             usage = ev.usage
         last = ev
     content: list[Block] = [*thoughts, *items]
-    if text or annotations:
-        content.append(Text("".join(text), annotations=annotations or None))
+    if text or annotations or citations:
+        content.append(Text("".join(text), annotations=annotations or None, citations=citations or None))
     if refusal:
         content.append(Text("".join(refusal), refusal=True))
     content.extend(calls[i] for i in sorted(calls))
     return Result(content=content, finish_reason=finish.reason, usage=usage, stop_sequence=finish.stop_sequence)
+
+
+def _starts_block(block: Thinking, ev: ThinkingDelta) -> bool:
+    """Whether a piece right after `block` is another block: redacted data is a block of its own, a signature ends its
+    block, and OpenAI's items have ids."""
+    if ev.redacted is not None or block.redacted is not None:
+        return True
+    return bool(block.signature and ev.signature is None) or (block.id is not None and ev.id not in (None, block.id))
 
 
 def _add_thinking(block: Thinking, ev: ThinkingDelta) -> None:

@@ -1,14 +1,27 @@
-"""The model catalog: public ids, aliases, the upstream each lives on, prices per million tokens."""
+"""The model catalog: public ids, aliases, the upstream each lives on, prices per million tokens, and what is known of
+each model: from the configuration, else from the known-model data (known.py), value by value."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import Any, Literal
 
-from generated.config import Config
+from generated.config import Config, ModelSettings
+from generated.models import ModelSources
+from handlers.inference import known
 from handlers.inference.canonical import Usage
+from handlers.inference.known import Known, Tier
 
 _MILLION = Decimal(1_000_000)
+log = logging.getLogger("specway")
+
+Source = Literal["config", "catalog", "default"]  # set by the configuration; by the known-model data; by neither
+# The values whose source the catalog keeps, by the names GET /v1/models shows them under (the spec's ModelSources).
+SOURCED_FIELDS = tuple(ModelSources.model_fields)
+(_INPUT, _OUTPUT, _CACHED, _WRITTEN, _WINDOW, _MOST_OUTPUT, _REASONING, _VISION, _TOOLS,
+ _STRUCTURED) = SOURCED_FIELDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +40,13 @@ class Model:
     price_cache_write: Decimal | None = None  # per million input tokens written to a prompt cache; None: price_in
     embeddings: bool = False  # answers POST /v1/embeddings (see ModelSettings.embeddings)
     refuse_hosted: bool = False  # a hosted tool its upstream has no equivalent of is a 400 (ModelSettings.hosted_tools)
+    tiers: tuple[Tier, ...] = ()  # long-context prices, ascending (the data's; a price the config sets has none)
+    max_output_tokens: int | None = None
+    vision: bool | None = None  # None: nobody says
+    tool_calling: bool | None = None
+    structured_output: bool | None = None
+    sources: tuple[tuple[str, Source], ...] = ()  # where each of SOURCED_FIELDS came from; unnamed: default
+    known_as: str | None = None  # the data's id for the model (an operator's fact: never shown to callers)
 
     @property
     def cached_input_price(self) -> Decimal:
@@ -36,29 +56,92 @@ class Model:
     def cache_write_price(self) -> Decimal:
         return self.price_in if self.price_cache_write is None else self.price_cache_write
 
+    def source(self, field: str) -> Source:
+        return dict(self.sources).get(field, "default")
+
+    def prices_at(self, input_tokens: int) -> tuple[Decimal, Decimal, Decimal, Decimal]:
+        """Input, output, cache read and cache write prices for a request of `input_tokens` prompt tokens: the tier
+        it is above, if any (the whole request at that tier's prices), else the base prices."""
+        p = (self.price_in, self.price_out, self.price_cached_in, self.price_cache_write)
+        for tier in self.tiers:
+            if input_tokens > tier.above:
+                changed = (tier.input, tier.output, tier.cached_input, tier.cache_write)
+                p = tuple(new if new is not None else old for new, old in zip(changed, p, strict=True))  # type: ignore[assignment]
+        inp, out, cached, written = p
+        assert inp is not None and out is not None
+        return inp, out, inp if cached is None else cached, inp if written is None else written
+
     def cost(self, usage: Usage) -> Decimal:
         """What `usage` costs, each part at its own price. Input counts every prompt token (cache reads and writes
         included, as canonical Usage does); a count not reported is 0."""
         inp, out = usage.input_tokens or 0, usage.output_tokens or 0
         cached, written = usage.cached_input_tokens or 0, usage.cache_write_tokens or 0
         plain = max(0, inp - cached - written)
-        return (self.price_in * plain + self.cached_input_price * cached + self.cache_write_price * written
-                + self.price_out * out) / _MILLION
+        p_in, p_out, p_cached, p_written = self.prices_at(inp)
+        return (p_in * plain + p_cached * cached + p_written * written + p_out * out) / _MILLION
 
     def worst_case(self, input_tokens: int, output_tokens: int) -> Decimal:
         """The most `input_tokens` and `output_tokens` can cost, before anyone knows which input is cached: every
         input token at the highest input-side price."""
-        highest = max(self.price_in, self.cached_input_price, self.cache_write_price)
-        return (highest * input_tokens + self.price_out * output_tokens) / _MILLION
+        p_in, p_out, p_cached, p_written = self.prices_at(input_tokens)
+        return (max(p_in, p_cached, p_written) * input_tokens + p_out * output_tokens) / _MILLION
 
 
 def _price(value: str | float | None) -> Decimal | None:
     return None if value is None else Decimal(str(value))
 
 
+def _pick(sources: dict[str, Source], field: str, configured: Any, data: Any) -> Any:
+    """The configured value, else the data's; its source noted under `field` (none noted: the default)."""
+    if configured is not None:
+        sources[field] = "config"
+        return configured
+    if data is not None:
+        sources[field] = "catalog"
+    return data
+
+
+def _tiers(data: Known | None, configured: tuple[bool, ...]) -> tuple[Tier, ...]:
+    """The data's tiers without the prices the configuration sets (a configured price holds at every length)."""
+    if data is None:
+        return ()
+    kept = []
+    for t in data.tiers:
+        prices = [None if set_ else p for set_, p in zip(configured, (t.input, t.output, t.cached_input,
+                                                                       t.cache_write), strict=True)]
+        if any(p is not None for p in prices):
+            kept.append(Tier(t.above, *prices))
+    return tuple(kept)
+
+
+def _model(m: ModelSettings, data: Known | None) -> Model:
+    d = data or Known(data_id="", provider="")
+    src: dict[str, Source] = {}
+    price = m.price
+    configured = tuple(v is not None for v in (price.input, price.output, price.cached_input, price.cache_write))
+    return Model(
+        id=m.id, upstream=m.upstream, name=m.name, aliases=tuple(m.aliases),
+        price_in=_pick(src, _INPUT, _price(price.input), d.input) or Decimal(0),
+        price_out=_pick(src, _OUTPUT, _price(price.output), d.output) or Decimal(0),
+        price_cached_in=_pick(src, _CACHED, _price(price.cached_input), d.cached_input),
+        price_cache_write=_pick(src, _WRITTEN, _price(price.cache_write), d.cache_write),
+        tiers=_tiers(data, configured),
+        context_window=_pick(src, _WINDOW, m.context_window, d.context_window),
+        max_output_tokens=_pick(src, _MOST_OUTPUT, m.max_output_tokens, d.max_output_tokens),
+        reasoning=bool(_pick(src, _REASONING, m.reasoning, d.reasoning)),
+        vision=_pick(src, _VISION, None, d.vision),
+        tool_calling=_pick(src, _TOOLS, None, d.tool_calling),
+        structured_output=_pick(src, _STRUCTURED, None, d.structured_output),
+        owned_by=m.owned_by or m.upstream, display_name=m.display_name or m.id,
+        embeddings=m.embeddings, refuse_hosted=m.hosted_tools == "refuse",
+        sources=tuple(src.items()), known_as=data.data_id if data is not None else None,
+    )
+
+
 class Catalog:
     def __init__(self, models: list[Model]) -> None:
         self.models = models
+        self.unknown: tuple[str, ...] = ()  # ids of models the data does not know and the configuration leaves unpriced
         self._by_name: dict[str, Model] = {}
         for m in models:
             for name in (m.id, *m.aliases):
@@ -66,27 +149,20 @@ class Catalog:
 
     @classmethod
     def from_config(cls, config: Config) -> Catalog:
-        models = []
+        """The configured models, each value the configuration leaves unset filled from the known-model data."""
+        from handlers.inference.upstreams.registry import KINDS  # the kinds know their providers
+
+        models, unknown = [], []
         for m in config.models:
-            models.append(
-                Model(
-                    id=m.id,
-                    upstream=m.upstream,
-                    name=m.name,
-                    aliases=tuple(m.aliases),
-                    price_in=Decimal(str(m.price.input)),
-                    price_out=Decimal(str(m.price.output)),
-                    context_window=m.context_window,
-                    owned_by=m.owned_by or m.upstream,
-                    display_name=m.display_name or m.id,
-                    reasoning=m.reasoning,
-                    price_cached_in=_price(m.price.cached_input),
-                    price_cache_write=_price(m.price.cache_write),
-                    embeddings=m.embeddings,
-                    refuse_hosted=m.hosted_tools == "refuse",
-                )
-            )
-        return cls(models)
+            upstream = config.upstreams.get(m.upstream)
+            provider = KINDS[upstream.kind].data_provider if upstream is not None else None
+            model = _model(m, known.lookup(provider, m.name) if provider is not None else None)
+            if provider is not None and model.source(_INPUT) == "default":
+                unknown.append(m.id)  # neither the data nor the configuration prices it: free, as it always was
+            models.append(model)
+        catalog = cls(models)
+        catalog.unknown = tuple(unknown)
+        return catalog
 
     def resolve(self, name: str) -> Model | None:
         """A model by its id or one of its aliases."""

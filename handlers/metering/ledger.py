@@ -102,7 +102,7 @@ class Ledger:
                     return lease
                 lease.unit, lease.drawn_at = max(lease.unit, worst), time.monotonic()
                 try:
-                    await self._sync(lease, reopen=True)
+                    await self._sync(lease, reopen=True, charge=False)  # the writer charges: none waits on it
                 except StoreUnavailable:
                     lease.retry_at = time.monotonic() + self.flush_seconds
                     return None
@@ -170,16 +170,20 @@ class Ledger:
             return self._requests
         return max(self._requests, 2 * (math.ceil(lease.in_flight / lease.unit) + lease.waiting))
 
-    async def _sync(self, lease: Lease, reopen: bool = False) -> None:
-        """Under the lease's lock; `reopen` for a request that wants to draw. A failure leaves the lease as it
-        was: what was spent stays to be written."""
+    async def _sync(self, lease: Lease, reopen: bool = False, charge: bool = True) -> None:
+        """Under the lease's lock; `reopen` for a request that wants to draw; without `charge` it is only resized
+        (what was spent stays held in it, to be charged with its records). A failure leaves the lease as it was:
+        what was spent stays to be written."""
         # What its requests spent and their records, taken together (a settle and its record come with no await
         # between them): one transaction charges the one and writes the other.
-        spent, records = lease.spent, self.records.paid(lease) if self.records is not None else []
+        spent, records = Decimal(0), []
+        if charge:
+            spent, records = lease.spent, self.records.paid(lease) if self.records is not None else []
         wanted = lease.open or reopen  # else it is being given back: it keeps only what its requests hold
         size = money.LeaseSize(unit=lease.unit, requests=self._requests_for(lease) if wanted else 0,
                                minimum=self._minimum, share=self._share, grow_only=lease.open)
-        report = LeaseReport(lease_id=lease.id, key_id=lease.key_id, spent=spent, in_flight=lease.in_flight)
+        report = LeaseReport(lease_id=lease.id, key_id=lease.key_id, spent=spent,
+                             in_flight=lease.in_flight + lease.spent - spent)
         grant = await self.store.sync_lease(report, datetime.now(UTC), partial(money.sync_lease, size), records)
         lease.spent -= spent
         if records and self.records is not None:

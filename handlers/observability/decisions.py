@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from handlers.inference.routing import Plan
     from handlers.inference.trace import Trace
 
+_PRICES = tuple(f for f in models.DecisionPricing.model_fields if f != "sources")  # the spec's four prices
 _PRUNE_EVERY = 3600.0
 _BATCH = 200
 
@@ -45,8 +46,19 @@ def record(plan: Plan, trace: Trace, note: str = "") -> models.Decision:
             input_tokens=u.input_tokens, output_tokens=u.output_tokens, cached_input_tokens=u.cached_input_tokens,
             cache_write_tokens=u.cache_write_tokens),
         usage_estimated=trace.usage_estimated, cost=trace.cost, outcome=trace.outcome,
-        explanation=explanation(plan, trace) + note, left_out=trace.left_out,
+        pricing=_pricing(trace), explanation=explanation(plan, trace) + note, left_out=trace.left_out,
     )
+
+
+def _pricing(trace: Trace) -> models.DecisionPricing | None:
+    """The prices the answering model's cost was reckoned at (its tier's, for the request's length), and whence."""
+    model = trace.answered
+    if model is None or trace.cost is None:
+        return None
+    prices = model.prices_at((trace.usage.input_tokens or 0) if trace.usage else 0)
+    return models.DecisionPricing.model_construct(
+        **{f: str(p) for f, p in zip(_PRICES, prices, strict=True)},
+        sources=models.PriceSources(**{f: model.source(f) for f in _PRICES}))
 
 
 def explanation(plan: Plan, trace: Trace) -> str:

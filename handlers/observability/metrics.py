@@ -42,11 +42,13 @@ FALLBACKS = Counter("specway_fallbacks", "Requests answered by a fallback, by th
 COOLDOWNS = Counter("specway_cooldowns", "Times an upstream was put in cooldown", ["upstream"])
 HOLDS = Counter("specway_holds", "Priced requests' holds, by where they were taken: on a lease in memory or in the "
                 "store directly (the end of a budget, a burst no lease covered)", ["on"])
+OVERLOADED = Counter("specway_overloaded", "Requests refused at once because a limit of this worker was reached: "
+                     "connections (server.max_connections) or requests (server.max_requests)", ["limit"])
 REFUSALS = Counter("specway_refusals", "Requests refused before any upstream call, by reason", ["reason"])
 UNREAD = Counter("specway_upstream_unread",
-                 "What an upstream sent that the gateway did not carry: an event type its format's reader does not "
-                 "know (what: event) or a message part (what: part), or an output item the caller's format has no "
-                 "place for (what: item)",
+                 "What an upstream sent that the gateway did not carry: a type its format's reader does not know "
+                 "(what: event, part, block or delta), or an output item or a citation the caller's format has no "
+                 "place for (what: item, citation)",
                  ["format", "what", "type"])
 
 _REFUSAL_CODES = {codes.RATE_LIMIT_EXCEEDED.name: "rate_limit", codes.BUDGET_EXCEEDED.name: "budget",

@@ -21,9 +21,10 @@ from handlers.errors import ApiError
 from handlers.inference import routing
 from handlers.inference.canonical import Request, Usage
 from handlers.inference.catalog import Model
+from handlers.inference.formats.base import Traits
 from handlers.inference.routing import Plan
 from handlers.inference.trace import Trace
-from handlers.inference.upstreams.base import Upstream, UpstreamError
+from handlers.inference.upstreams.base import PLAIN, Upstream, UpstreamError
 from handlers.metering.meter import Charge, Hold
 from handlers.observability import metrics, requestlog
 
@@ -35,9 +36,10 @@ class Lifecycle:
     no usage rollup; `note` ends the record's explanation."""
 
     def __init__(self, gw: gateway.Gateway, plan: Plan, *, inference: bool = True, note: str = "",
-                 request: Request | None = None) -> None:
+                 request: Request | None = None, traits: Callable[[Model], Traits] | None = None) -> None:
         self.gw = gw
         self._request = request  # the canonical request, for an operation that has one
+        self._traits = traits  # what each model's body is rendered for, when the operation renders one
         self.plan = plan
         self.trace = Trace()
         self.hold: Hold | None = None  # what metering held (its rate-limit headers with it)
@@ -105,7 +107,8 @@ class Lifecycle:
             trace.answered = cand.model
             if self._request is not None:  # what its upstream was not sent of it, said out loud
                 trace.omitted_tools = upstream.omitted_tools(self._request)
-                trace.left_out = upstream.left_out(self._request)
+                traits = self._traits(cand.model) if self._traits is not None else PLAIN
+                trace.left_out = upstream.left_out(self._request, traits)
             return answer, cand.model
         if failed is not None:
             raise upstream_failure(*failed) from None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Callable
 
 import anyio
@@ -20,8 +21,19 @@ from handlers.administration.auth import Principal
 from handlers.edge.responses import json_response, sse_response
 from handlers.errors import ApiError
 from handlers.inference import routing, tokens
-from handlers.inference.canonical import Answer, Event, ItemDone, Request, Result, TextDelta, Unknown, UsageReport
+from handlers.inference.canonical import (
+    Answer,
+    Event,
+    ItemDone,
+    Request,
+    Result,
+    Text,
+    TextDelta,
+    Unknown,
+    UsageReport,
+)
 from handlers.inference.catalog import Model
+from handlers.inference.formats import citations
 from handlers.inference.formats.base import CallerFormat, Traits
 from handlers.inference.routing import Plan
 from handlers.inference.upstreams.base import UpstreamError
@@ -37,9 +49,9 @@ async def relay(principal: Principal, req: Request, wire: CallerFormat) -> Respo
     gw = gateway.current()
     plan = routing.decide(gw.catalog, gw.config.policies, gw.config.default_policy, principal.key, req)
     estimate = tokens.input_tokens(req)  # once: the context check and the reservation both need it
-    life = await Lifecycle.screened(gw, plan, estimate + (req.max_tokens or 0), request=req)
+    traits = traits_for(gw, plan)  # screening keeps the plan's policy
+    life = await Lifecycle.screened(gw, plan, estimate + (req.max_tokens or 0), request=req, traits=traits)
     req.effort = life.plan.effort  # the tier word every format's renderer maps into its own vocabulary
-    traits = traits_for(gw, life.plan)
     async with life.failing():
         models = life.runnable()
         life.hold = await gw.meter.admit(principal.key, models, req, estimate)
@@ -54,9 +66,24 @@ async def relay(principal: Principal, req: Request, wire: CallerFormat) -> Respo
 
 
 def _report_items(life: Lifecycle, req: Request, result: Result) -> None:
+    uncited: Counter[citations.Whose] = Counter()
     for block in result.content:
         if isinstance(block, Unknown):
             _left_out(life, req, block)
+        elif isinstance(block, Text):
+            uncited.update(citations.uncarried(block, req.format))
+    _citations_left_out(life, req, uncited)
+
+
+def _citations_left_out(life: Lifecycle, req: Request, uncited: Counter[citations.Whose]) -> None:
+    """Citations of the answer's text the caller's format has no place for: by type in left_out, counted, logged."""
+    if not uncited:
+        return
+    said = citations.left_out(uncited, req.format)
+    life.trace.left_out.extend(said)
+    for (whose, kind), n in uncited.items():
+        metrics.UNREAD.labels(whose, "citation", kind).inc(n)
+    log.warning("left out of a %s answer: %s (decision %s)", req.format, "; ".join(said), life.plan.id)
 
 
 def _left_out(life: Lifecycle, req: Request, block: Unknown) -> None:
@@ -117,6 +144,7 @@ async def _stream(life: Lifecycle, req: Request, wire: CallerFormat, traits: Cal
         trace.outcome = "cancelled"  # until the stream ends one way or another
         chars = 0
         texts: list[str] = []
+        uncited: Counter[citations.Whose] = Counter()
         try:
             metrics.FIRST_BYTE.labels(plan.format, answer.model).observe(time.perf_counter() - trace.started)
             yield renderer.start()
@@ -127,6 +155,8 @@ async def _stream(life: Lifecycle, req: Request, wire: CallerFormat, traits: Cal
                     chars += len(ev.text)
                     if chars <= _LOGGED_CHARS:
                         texts.append(ev.text)
+                    if ev.citation is not None or ev.annotation is not None:
+                        uncited.update(citations.uncarried(ev, req.format))
                 elif isinstance(ev, ItemDone):
                     _left_out(life, req, ev.block)
                 chunk = renderer.event(ev)
@@ -146,6 +176,7 @@ async def _stream(life: Lifecycle, req: Request, wire: CallerFormat, traits: Cal
         finally:
             # A client that went away cancels this generator; closing the upstream and settling must still run.
             with anyio.move_on_after(_SETTLE_TIMEOUT, shield=True):
+                _citations_left_out(life, req, uncited)
                 await _close(events)
                 await life.settle(model, trace.usage, chars)
                 _log_content(life.gw, req, "".join(texts))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -28,7 +29,7 @@ from handlers.inference.canonical import (
     Request,
     Text,
     TextDelta,
-    Thinking,
+    TextEnd,
     ThinkingDelta,
     Tool,
     ToolCallDelta,
@@ -41,6 +42,9 @@ from handlers.inference.canonical import (
 )
 from handlers.inference.formats.base import FORMATS, UpstreamFault, UpstreamOptions
 from handlers.inference.formats.tools import hosted_kind
+from handlers.observability import metrics
+
+log = logging.getLogger("specway.formats")
 
 DONE = b"data: [DONE]\n\n"
 
@@ -113,11 +117,18 @@ def refuse_untranslatable(request: Request, kind: str, carried: Iterable[str] = 
             raise unsupported(field, kind)
 
 
-def foreign_reasoning(request: Request, fmt: Format) -> int:
-    """How many reasoning blocks of `request`'s conversation another provider made (with its signature or encrypted
-    content): an upstream speaking `fmt` is not sent them."""
-    return sum(1 for m in request.messages for b in m.content if isinstance(b, Thinking) and b.format not in (None, fmt)
-               and (b.signature or b.encrypted or b.redacted))
+_warned: set[tuple[str, str, str]] = set()
+_TYPES_NAMED = 100  # distinct unknown types named in the metric and the log; any further one is counted as "other"
+
+
+def unread(fmt: Format, what: str, kind: str) -> None:
+    """A type (of an event, a block, a part ...) an upstream of `fmt` sent that its reader does not know: counted
+    (specway_upstream_unread), and logged once per type."""
+    key = (fmt, what, kind)
+    if key not in _warned and len(_warned) < _TYPES_NAMED:
+        _warned.add(key)
+        log.warning("a %s upstream sent a %s type the reader does not know: %s", fmt, what, kind)
+    metrics.UNREAD.labels(fmt, what, kind if key in _warned else "other").inc()
 
 
 def json_object(data: str) -> dict[str, Any]:
@@ -364,11 +375,13 @@ def function_tool(spec: dict[str, Any], where: str, raw: dict[str, Any], fmt: Fo
 
 
 def custom_tool(spec: dict[str, Any], raw: Any, fmt: Format) -> CustomTool:
-    """A custom tool (free-form input): its name, description and grammar (a `format` of type grammar)."""
+    """A custom tool (free-form input): its name, description and grammar (a `format` of type grammar, whose syntax
+    and definition Responses writes in it and Chat Completions in its `grammar` object)."""
     name, description, form = spec.get("name"), spec.get("description"), spec.get("format")
     grammar = None
     if isinstance(form, dict) and form.get("type") == "grammar":
-        grammar = {"syntax": form.get("syntax"), "definition": form.get("definition")}
+        given = form.get("grammar") if isinstance(form.get("grammar"), dict) else form
+        grammar = {"syntax": given.get("syntax"), "definition": given.get("definition")}
     return CustomTool(name if isinstance(name, str) else "", description if isinstance(description, str) else None,
                       grammar, raw, fmt)
 
@@ -410,6 +423,9 @@ class StreamState:
     def on_thinking(self, ev: ThinkingDelta) -> bytes:
         return b""  # a format with no place for reasoning in its stream
 
+    def on_text_end(self, ev: TextEnd) -> bytes:
+        return b""  # a format whose text has no blocks
+
     def on_item_start(self, ev: ItemStart) -> bytes:
         return b""  # another format's own item (a format relays its own)
 
@@ -431,6 +447,7 @@ class StreamState:
 
 _ON: dict[type, str] = {
     TextDelta: "on_text",
+    TextEnd: "on_text_end",
     ThinkingDelta: "on_thinking",
     ToolCallStart: "on_call_start",
     ToolCallDelta: "on_call_delta",

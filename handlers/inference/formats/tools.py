@@ -6,9 +6,10 @@ tools of a namespace go as functions named `<namespace>__<tool>`. The calls come
 offered: the name, the namespace and the free-form input restored exactly (Crossing.call, Crossing.events).
 
 Hosted tools (web search, code execution, Anthropic's typed tools ...) go as the upstream format's own equivalent
-where it has one; where it has none the tool is an offer the model cannot take up, so it is left out and said so
-(the `x-specway-omitted-tools` header and the decision record), unless the model's configuration asks for a refusal
-(`hosted_tools: refuse`). Function, custom and namespace tools are never left out.
+where it has one, with the options both formats have in its words (a web search's allowed domains and user location;
+the others are left out and said so in the decision record); where it has none the tool is an offer the model cannot
+take up, so it is left out and said so (the `x-specway-omitted-tools` header and the decision record), unless the
+model's configuration asks for a refusal (`hosted_tools: refuse`). Function, custom and namespace tools are never left out.
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ class Crossing:
     custom: list[CustomTool] = field(default_factory=list)  # custom tools, to a format that has them
     hosted: list[dict[str, Any]] = field(default_factory=list)
     omitted: list[str] = field(default_factory=list)  # the hosted tools left out, by their type
+    unsaid: list[str] = field(default_factory=list)  # options of a hosted tool its equivalent has no word for
     _flat: dict[str, _Flat] = field(default_factory=dict)  # a function's name -> the tool it stands for
 
     @classmethod
@@ -100,7 +102,9 @@ class Crossing:
                 function = member if isinstance(member, Tool) else _as_function(member)
                 self._function(function, tool.name, isinstance(member, CustomTool), member.name)
         elif (equivalent := HOSTED.get(tool.kind or "", {}).get(target)) is not None:
-            self.hosted.append(equivalent)
+            options, unsaid = _web_search_options(tool.raw, tool.format, target)
+            self.hosted.append({**equivalent, **options})
+            self.unsaid.extend(f"{tool.type}.{option}" for option in unsaid)
         elif refuse_hosted:
             raise unsupported(where, kind, f"a {tool.type} tool is run by its provider, and this one has no such tool")
         else:
@@ -172,6 +176,42 @@ class Crossing:
                 yield ev
         for done in _flush(custom):
             yield done
+
+
+# Web search options both formats have, as (Messages' path, Responses' path); every other option (max_uses,
+# blocked_domains, search_context_size ...) has no word in the other format.
+_SEARCH_OPTIONS = ((("allowed_domains",), ("filters", "allowed_domains")), (("user_location",), ("user_location",)))
+_SEARCH_OWN = {"messages": {"type", "name", "cache_control"}, "responses": {"type"}}  # not options
+
+
+def _web_search_options(raw: Any, source: Format, target: Format) -> tuple[dict[str, Any], list[str]]:
+    """A web search's options in the target format's words, and the options it has none for."""
+    if not isinstance(raw, dict) or source == target or source not in _SEARCH_OWN or target not in _SEARCH_OWN:
+        return {}, []
+    at = 0 if source == "messages" else 1
+    out: dict[str, Any] = {}
+    said: set[str] = set(_SEARCH_OWN[source])
+    for paths in _SEARCH_OPTIONS:
+        value = _dig(raw, paths[at])
+        if value is not None:
+            _put(out, paths[1 - at], value)
+            said.add(paths[at][0])
+    if isinstance(raw.get("filters"), dict) and set(raw["filters"]) - {"allowed_domains"}:
+        said.discard("filters")  # a filter with no Messages word
+    return out, sorted(key for key in raw if key not in said and raw[key] is not None)
+
+
+def _dig(raw: dict[str, Any], path: tuple[str, ...]) -> Any:
+    value: Any = raw
+    for key in path:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
+
+
+def _put(out: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
+    for key in path[:-1]:
+        out = out.setdefault(key, {})
+    out[path[-1]] = value
 
 
 def _flush(custom: dict[int, list[str]]) -> list[Event]:

@@ -10,6 +10,7 @@ from generated.config import UpstreamSettings
 from handlers.inference.canonical import Request
 from handlers.inference.formats.base import Traits, UpstreamOptions
 from handlers.inference.formats.messages.vocabulary import COUNTED_FIELDS
+from handlers.inference.known import DataProvider
 from handlers.inference.upstreams.base import PLAIN, Pool, Sizes, Timeouts
 from handlers.inference.upstreams.http import (
     DEFAULT_OPTIONS,
@@ -19,9 +20,11 @@ from handlers.inference.upstreams.http import (
     HttpUpstream,
 )
 
+
 class AnthropicUpstream(HttpUpstream):
     kind = "anthropic"
     system = "anthropic"
+    data_provider = DataProvider(prices="anthropic", abilities="anthropic")
     speaks = "messages"
     path = "/v1/messages"
     count_path = "/v1/messages/count_tokens"

@@ -11,6 +11,7 @@ from generated.config import PoolSettings, TimeoutSettings, UpstreamSettings
 from handlers.inference.canonical import Event, Request, Result
 from handlers.inference.formats.base import Traits
 from handlers.inference.formats.embeddings import Embed, Vectors
+from handlers.inference.known import DataProvider
 
 PLAIN = Traits()  # a model the catalog says nothing special of
 
@@ -101,12 +102,14 @@ class Upstream(abc.ABC):
     """One configured upstream. Created once at startup (from_settings); `aclose` at shutdown.
 
     A kind declares its facts on its class: its name in the configuration's `kind` enum, the name OpenTelemetry's
-    GenAI conventions give its provider (gen_ai.system), and whether it answers POST /v1/embeddings. The registry
+    GenAI conventions give its provider (gen_ai.system), whether it answers POST /v1/embeddings, and whose models
+    the known-model data should look its models' names up among (None: never looked up). The registry
     (upstreams/registry.py) builds each configured upstream by its kind."""
 
     kind: ClassVar[str]
     system: ClassVar[str]
     embeds: ClassVar[bool] = False
+    data_provider: ClassVar[DataProvider | None] = None
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -132,8 +135,9 @@ class Upstream(abc.ABC):
         """The hosted tools of `request` this upstream has no equivalent of, left out of what it is sent (by type)."""
         return []
 
-    def left_out(self, request: Request) -> list[str]:
-        """What of `request` this upstream is not sent, in words for the decision record."""
+    def left_out(self, request: Request, traits: Traits = PLAIN) -> list[str]:
+        """What of `request` this upstream (for a model with `traits`) is not sent, in words for the decision
+        record."""
         return []
 
     async def aclose(self) -> None:

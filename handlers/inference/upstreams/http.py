@@ -18,8 +18,9 @@ from httpx_aiohttp import AiohttpTransport, HttpxAiohttpClient
 from generated.config import UpstreamSettings
 from handlers.config import api_key as configured_key
 from handlers.inference.canonical import Dialect, Event, Request, Result
+from handlers.inference.formats import reasoning
 from handlers.inference.formats.base import UPSTREAM_FORMATS, Traits, UpstreamFault, UpstreamFormat, UpstreamOptions
-from handlers.inference.formats.common import foreign_reasoning, json_object
+from handlers.inference.formats.common import json_object
 from handlers.inference.formats.tools import Crossing
 from handlers.inference.upstreams.base import PLAIN, Pool, Sizes, Timeouts, Upstream, UpstreamError
 from handlers.inference.upstreams.failures import CAUGHT, ERROR_TYPE_STATUS, event_error, failure, status_error
@@ -170,15 +171,17 @@ class HttpUpstream(Upstream):
             return []
         return Crossing.of(request, self.speaks, self.kind).omitted
 
-    def left_out(self, request: Request) -> list[str]:
-        if request.format == self.speaks:  # the caller's own body goes as written
-            return []
-        said = [f"tool {kind}: the {self.kind} upstream has no such tool" for kind in self.omitted_tools(request)]
-        foreign = foreign_reasoning(request, self.speaks)
-        if foreign:
-            said.append(f"{foreign} reasoning block(s) made by another provider: reasoning goes back only to the "
-                        "provider that made it")
-        return said
+    def left_out(self, request: Request, traits: Traits = PLAIN) -> list[str]:
+        """Hosted tools this kind has no equivalent of, and options of the others its equivalent has no word for (a
+        caller of its own format is sent its tools as written); the reasoning it cannot take back (see
+        formats/reasoning.py)."""
+        said: list[str] = []
+        if request.format != self.speaks and request.tools:
+            crossing = Crossing.of(request, self.speaks, self.kind)
+            said = [f"tool {kind}: the {self.kind} upstream has no such tool" for kind in crossing.omitted]
+            said += [f"tool option {option}: the {self.kind} upstream's equivalent has no such option"
+                     for option in crossing.unsaid]
+        return said + reasoning.left_out(request, self.speaks, traits)
 
     async def _events(self, request: Request, model: str, traits: Traits) -> AsyncIterator[Event]:
         body = {**self.format.upstream_body(request, model, self.options, traits), **self.format.STREAM_FIELDS}

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from generated.config import UpstreamSettings
 from handlers.inference.upstreams.anthropic import AnthropicUpstream
+from handlers.inference.upstreams.azure import AzureUpstream
 from handlers.inference.upstreams.base import Upstream
 from handlers.inference.upstreams.bedrock import BedrockUpstream
 from handlers.inference.upstreams.echo import EchoUpstream
@@ -14,7 +15,8 @@ from handlers.inference.upstreams.openai import OpenAIUpstream
 from handlers.inference.upstreams.responses import ResponsesUpstream
 
 KINDS: dict[str, type[Upstream]] = {
-    kind.kind: kind for kind in (OpenAIUpstream, AnthropicUpstream, ResponsesUpstream, EchoUpstream, BedrockUpstream)
+    kind.kind: kind
+    for kind in (OpenAIUpstream, AnthropicUpstream, ResponsesUpstream, AzureUpstream, EchoUpstream, BedrockUpstream)
 }
 
 

@@ -81,6 +81,7 @@ class UpstreamReader:
     def __init__(self) -> None:
         self.done = False
         self._started: set[int] = set()
+        self._custom: set[int] = set()  # the calls that are a custom tool's
 
     def read(self, event: str, data: str) -> list[Event]:
         if data.strip() == "[DONE]":
@@ -110,13 +111,19 @@ class UpstreamReader:
         return events
 
     def _tool_call(self, tool_call: dict[str, Any]) -> list[Event]:
-        """The first delta of a call carries its id and name; later ones only argument text."""
+        """The first delta of a call carries its id and name, and its type ("custom": a custom tool's call); later
+        ones only argument text, or a custom tool's input text (in `custom.input`)."""
         index = tool_call.get("index", 0)
-        function = tool_call.get("function") or {}
         events: list[Event] = []
         if index not in self._started:
             self._started.add(index)
-            events.append(ToolCallStart(index, tool_call.get("id") or f"call_{index}", function.get("name") or ""))
-        if function.get("arguments"):
-            events.append(ToolCallDelta(index, function["arguments"]))
+            if tool_call.get("type") == "custom":
+                self._custom.add(index)
+            named = tool_call.get("custom" if index in self._custom else "function") or {}
+            events.append(ToolCallStart(index, tool_call.get("id") or f"call_{index}", named.get("name") or "",
+                                        custom=index in self._custom))
+        custom = index in self._custom
+        text = (tool_call.get("custom" if custom else "function") or {}).get("input" if custom else "arguments")
+        if text:
+            events.append(ToolCallDelta(index, text))
         return events

@@ -42,6 +42,7 @@ from handlers.inference.formats.common import (
     read_data_url,
     required_str,
     role_error,
+    string_field,
     text_part,
     tool_choice,
     tool_list,
@@ -233,12 +234,24 @@ def _tool_calls(raw: Any, where: str) -> list[Block]:
 
 
 def _tool_call(call: Any, where: str) -> ToolCall:
+    if isinstance(call, dict) and call.get("type") == "custom":
+        return _custom_call(call, where)
     function = call.get("function") if isinstance(call, dict) else None
     if not isinstance(function, dict):
         raise bad_request(f"{where} must be an object with a function", f"{where}.function")
     call_id = call.get("id")
     name = required_str(function, "name", f"{where}.function")
     return ToolCall(call_id if isinstance(call_id, str) else "", name, json_text(function.get("arguments")))
+
+
+def _custom_call(call: dict[str, Any], where: str) -> ToolCall:
+    """A custom tool's call: {"type": "custom", "id", "custom": {"name", "input"}}, its input free-form text."""
+    custom = call.get("custom")
+    if not isinstance(custom, dict):
+        raise bad_request(f"{where} must be an object with a custom", f"{where}.custom")
+    call_id = call.get("id")
+    return ToolCall(call_id if isinstance(call_id, str) else "", required_str(custom, "name", f"{where}.custom"),
+                    string_field(custom, "input", f"{where}.custom"), custom=True)
 
 
 # --- content parts ---------------------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ class StreamRenderer(StreamState):
         self._include_usage = request.include_usage
         # Canonical tool-call index -> the chat index. The SDK keeps tool calls in a list, so they count from 0.
         self._calls: dict[int, int] = {}
+        self._custom: set[int] = set()  # the chat indexes of custom tools' calls
         self._reasoned = False  # some reasoning was sent
         self._in_thinking = False  # the last event was a piece of thinking
 
@@ -56,14 +57,22 @@ class StreamRenderer(StreamState):
         return self._chunk({"reasoning_content": text})
 
     def on_call_start(self, ev: ToolCallStart) -> bytes:
+        """A function call, or a custom tool's call: {"type": "custom", "custom": {"name", "input"}}, whose later
+        deltas carry the input text in custom.input."""
         index = self._calls.setdefault(ev.index, len(self._calls))
-        call = {"index": index, "id": ev.id, "type": "function", "function": {"name": ev.name, "arguments": ""}}
+        if ev.custom:
+            self._custom.add(index)
+            call = {"index": index, "id": ev.id, "type": "custom", "custom": {"name": ev.name, "input": ""}}
+        else:
+            call = {"index": index, "id": ev.id, "type": "function", "function": {"name": ev.name, "arguments": ""}}
         return self._chunk({"tool_calls": [call]})
 
     def on_call_delta(self, ev: ToolCallDelta) -> bytes:
         index = self._calls.get(ev.index)
         if index is None or not ev.arguments:
             return b""
+        if index in self._custom:
+            return self._chunk({"tool_calls": [{"index": index, "custom": {"input": ev.arguments}}]})
         return self._chunk({"tool_calls": [{"index": index, "function": {"arguments": ev.arguments}}]})
 
     def _chunk(self, delta: dict[str, Any], finish_reason: str | None = None) -> bytes:

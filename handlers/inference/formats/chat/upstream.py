@@ -24,7 +24,7 @@ from handlers.inference.canonical import (
     ToolResult,
     Unknown,
 )
-from handlers.inference.formats.base import Traits, UpstreamOptions
+from handlers.inference.formats.base import FORMATS, Traits, UpstreamOptions
 from handlers.inference.formats.chat.vocabulary import THINKING_GAP, VOCABULARY
 from handlers.inference.formats.common import (
     OPENAI_CHOICES,
@@ -35,12 +35,15 @@ from handlers.inference.formats.common import (
     refuse_untranslatable,
     write_data_url,
 )
+from handlers.inference.formats.reasoning import goes_back
 from handlers.inference.formats.tools import INPUT, Crossing
 
 KIND = VOCABULARY.kind
 # A canonical tool choice in chat's words; "tool" names its tool in an object instead.
 _CHOICE_WORDS = {mode: word for word, mode in OPENAI_CHOICES[0].items()}
 _LIMITS = ("max_tokens", "max_completion_tokens")
+# Fields of Responses (Request.extra of a Responses caller) that Chat Completions has too, by their chat name.
+_SHARED = {"text.verbosity": "verbosity"}
 # A file sent as data needs a name upstream; these are used when the caller gave none.
 _FILENAMES = {"application/pdf": "document.pdf", "text/plain": "document.txt"}
 
@@ -72,10 +75,12 @@ def _translated(request: Request, model: str, traits: Traits) -> dict[str, Any]:
     """Everything canonical carries, in chat's words. Cache marks have none: OpenAI caches prompt prefixes by
     itself (and a compatible server could refuse cache_control). Another provider's thinking is left out."""
     own = request.format == "chat"  # a chat request the gateway built itself, without a caller's body
+    carried = _carried(request)
     if not own:
-        refuse_untranslatable(request, KIND)
+        refuse_untranslatable(request, KIND, carried)
     crossing = Crossing() if own else Crossing.of(request, "chat", KIND, traits.refuse_hosted)
     body: dict[str, Any] = {"model": model, "messages": _messages(request, crossing)}
+    body.update({_SHARED[key]: value for key, value in carried.items()})
     # The token limit and the effort are set by upstream_body, for every request alike.
     body.update(present(temperature=request.temperature, top_p=request.top_p, stop=request.stop, seed=request.seed))
     own_tools = [_tool(t) if isinstance(t, Tool) else t.raw for t in request.tools or ()]
@@ -92,6 +97,15 @@ def _translated(request: Request, model: str, traits: Traits) -> dict[str, Any]:
     if request.output is not None:
         body["response_format"] = _response_format(request.output)
     return body
+
+
+def _carried(request: Request) -> dict[str, Any]:
+    """A Responses caller's fields that chat has too (text.verbosity is chat's verbosity), by the caller's names; at
+    their inert value they ask for nothing and stay out (a server without verbosity keeps working)."""
+    if request.format != "responses":
+        return {}
+    rules = FORMATS[request.format].VOCABULARY.fields
+    return {key: value for key, value in request.extra.items() if key in _SHARED and not rules.droppable(key, value)}
 
 
 def _tool_choice(choice: ToolChoice, crossing: Crossing) -> dict[str, Any]:
@@ -141,7 +155,7 @@ def _message(message: Message, fmt: Format, crossing: Crossing) -> list[dict[str
     calls = [_call(b, crossing) for b in blocks if isinstance(b, ToolCall)]
     parts = [part for b in blocks if (part := _part(b, fmt)) is not None]
     # Reasoning goes back only to the kind of provider that showed it (DeepSeek asks for it with tool calls).
-    reasoning = THINKING_GAP.join(b.text for b in blocks if isinstance(b, Thinking) and b.format == "chat" and b.text)
+    reasoning = THINKING_GAP.join(b.text for b in blocks if isinstance(b, Thinking) and goes_back(b, "chat"))
     if parts or calls or reasoning:
         chat: dict[str, Any] = {"role": "user" if message.role == "tool" else message.role, "content": _content(parts)}
         if reasoning:

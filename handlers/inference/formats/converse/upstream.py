@@ -31,8 +31,9 @@ from handlers.inference.canonical import (
 from handlers.inference.formats.base import Traits, UpstreamOptions
 from handlers.inference.formats.common import block_param, present, refuse_untranslatable, tool_input
 from handlers.inference.formats.converse.vocabulary import KIND, cache_point, document_block, image_block
-from handlers.inference.formats.messages.upstream import effort_thinking, thinking_allowed
+from handlers.inference.formats.messages.upstream import effort_thinking
 from handlers.inference.formats.messages.vocabulary import output_tool_name
+from handlers.inference.formats.reasoning import goes_back, thinking_allowed
 from handlers.inference.formats.tools import INPUT, Crossing
 
 _EMPTY_SCHEMA = {"type": "object", "properties": {}}
@@ -240,11 +241,9 @@ def _tool_result(block: ToolResult) -> dict[str, Any]:
 
 def _reasoning(block: Thinking) -> dict[str, Any] | None:
     """Reasoning goes back only to the provider that made it (Bedrock checks Claude's signature): redacted content
-    as it came, else the text with its signature."""
-    if block.format != "converse":
+    as it came, else the text with its signature (formats/reasoning.py)."""
+    if not goes_back(block, "converse"):
         return None
     if block.redacted is not None:
         return {"reasoningContent": {"redactedContent": block.redacted}}
-    if not block.text and not block.signature:
-        return None
     return {"reasoningContent": {"reasoningText": {"text": block.text, **present(signature=block.signature)}}}

@@ -53,7 +53,8 @@ def _block(block: Block) -> dict[str, Any] | None:
     """Text, tool calls and reasoning (whichever provider reasoned); blocks of Anthropic's own (server tools, their
     results) as they came. An answer holds nothing else."""
     if isinstance(block, Text):
-        return text_block(block.text) if block.text else None
+        cited = {"citations": block.citations} if block.citations else {}
+        return text_block(block.text) | cited if block.text or cited else None
     if isinstance(block, ToolCall):
         return tool_use_block(block.id, block.name, tool_input(block.arguments))
     if isinstance(block, Thinking):

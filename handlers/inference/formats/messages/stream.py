@@ -8,8 +8,12 @@ from handlers.errors import ApiError
 from handlers.inference.canonical import (
     Answer,
     Event,
+    ItemDone,
+    ItemProgress,
+    ItemStart,
     Request,
     TextDelta,
+    TextEnd,
     ThinkingDelta,
     ToolCallDelta,
     ToolCallStart,
@@ -18,7 +22,7 @@ from handlers.inference.canonical import (
 )
 from handlers.inference.formats.common import StreamState, sse
 from handlers.inference.formats.messages.answer import head, stop
-from handlers.inference.formats.messages.vocabulary import text_block, tool_use_block, usage
+from handlers.inference.formats.messages.vocabulary import DELTA_USAGE, text_block, tool_use_block, usage
 
 
 class StreamRenderer(StreamState):
@@ -36,6 +40,8 @@ class StreamRenderer(StreamState):
         self._blocks = 0  # content blocks started so far
         self._open: int | None = None  # the index of the block open now
         self._text_open = False
+        self._said = False  # the open text block has text (a citation after it starts another block)
+        self._item_open = False  # the open block is one canonical does not model, relayed as it came
         self._thinking_open = False
         self._signature = ""  # a thinking block's signature, told whole when the block closes
         self._calls: dict[int, int] = {}  # canonical tool-call index -> content block index
@@ -70,28 +76,62 @@ class StreamRenderer(StreamState):
         out = self._message_start()
         out += self._close() if self._blocks else self._begin(text_block("")) + self._close()
         delta = stop(self.reason, self.stop_sequence)
-        return out + _frame("message_delta", {"delta": delta, "usage": usage(self.usage)}) + _frame("message_stop", {})
+        end = _frame("message_delta", {"delta": delta, "usage": usage(self.usage, DELTA_USAGE)})
+        return out + end + _frame("message_stop", {})
 
     def error(self, err: ApiError) -> bytes:
         return self._message_start() + sse(err.body(), "error")
 
     def on_text(self, ev: TextDelta) -> bytes:
+        """Text runs on in one block; Anthropic's citations open a block of their own (TextEnd ends it)."""
+        if ev.citation is not None:
+            out = b"" if self._text_open and not self._said else self._begin(text_block(""))
+            self._text_open = True
+            return out + self._delta({"type": "citations_delta", "citation": ev.citation})
         if not ev.text:
             return b""
         out = b"" if self._text_open else self._begin(text_block(""))
-        self._text_open = True
+        self._text_open = self._said = True
         return out + self._delta({"type": "text_delta", "text": ev.text})
 
+    def on_text_end(self, ev: TextEnd) -> bytes:
+        return self._close() if self._text_open else b""
+
+    def on_item_start(self, ev: ItemStart) -> bytes:
+        """A block of an Anthropic upstream canonical does not model (a server tool's call, its result ...), as it
+        came; another format's item is left out (the relay reports it)."""
+        if ev.block.format != "messages":
+            return b""
+        out = self._begin(ev.block.data)
+        self._item_open = True
+        return out
+
+    def on_item_progress(self, ev: ItemProgress) -> bytes:
+        """A delta of the open block as it came (a server tool's input, a delta of a type added later)."""
+        open_block = self._item_open or self._text_open  # a text block not begun yet has nothing to add a delta to
+        if ev.format != "messages" or not open_block or not isinstance(ev.data.get("delta"), dict):
+            return b""
+        return self._delta(ev.data["delta"])
+
+    def on_item(self, ev: ItemDone) -> bytes:
+        if ev.block.format != "messages":
+            return b""
+        if self._item_open:
+            return self._close()
+        return self._begin(ev.block.data) + self._close()  # whole, with no start before it
+
     def on_thinking(self, ev: ThinkingDelta) -> bytes:
-        """Consecutive pieces are one thinking block; redacted data is a block of its own, whole at its start.
-        Another provider's seal (Bedrock's signature, redacted data) goes back only to it: its text alone is shown."""
+        """Consecutive pieces are one thinking block until a signature ends it; redacted data is a block of its own,
+        whole at its start. Another provider's seal (Bedrock's signature, redacted data) goes back only to it: its
+        text alone is shown."""
         if ev.format not in (None, "messages"):
             ev = ThinkingDelta(ev.text)
         if ev.redacted is not None:
             return self._begin({"type": "redacted_thinking", "data": ev.redacted}) + self._close()
         if not ev.text and not ev.signature:
             return b""  # what only another provider reads (encrypted content, item ids)
-        out = b"" if self._thinking_open else self._begin({"type": "thinking", "thinking": "", "signature": ""})
+        more = self._thinking_open and not (self._signature and ev.signature is None)
+        out = b"" if more else self._begin({"type": "thinking", "thinking": "", "signature": ""})
         self._thinking_open = True
         self._signature += ev.signature or ""
         return out + (self._delta({"type": "thinking_delta", "thinking": ev.text}) if ev.text else b"")
@@ -124,6 +164,7 @@ class StreamRenderer(StreamState):
         # The SDKs take a signature_delta as the whole signature, so the pieces are told once, at the end.
         out = self._delta({"type": "signature_delta", "signature": self._signature}) if self._signature else b""
         index, self._open, self._text_open, self._thinking_open, self._signature = self._open, None, False, False, ""
+        self._said = self._item_open = False
         return out + _frame("content_block_stop", {"index": index})
 
 

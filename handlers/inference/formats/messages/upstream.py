@@ -10,7 +10,6 @@ from generated.models import MessagesRequest
 from handlers.errors import unsupported
 from handlers.inference.canonical import (
     Block,
-    Dialect,
     Document,
     Image,
     Message,
@@ -26,6 +25,7 @@ from handlers.inference.canonical import (
 )
 from handlers.inference.formats.base import Traits, UpstreamOptions
 from handlers.inference.formats.common import block_param, passthrough_body, present, refuse_untranslatable, tool_input
+from handlers.inference.formats.reasoning import goes_back, thinking_allowed
 from handlers.inference.formats.tools import INPUT, Crossing
 from handlers.inference.formats.messages.vocabulary import (
     CHOICE_TYPES,
@@ -68,9 +68,11 @@ def _passthrough(request: Request, model: str, options: UpstreamOptions, traits:
         _drop_output_effort(body)
         return body
     if isinstance(thinking, dict) and thinking.get("type") in _ANTHROPIC_THINKING:
-        body["thinking"] = thinking  # Anthropic's own words, as the caller wrote them
-    elif thinking is not None:  # this gateway's own forms (an effort word): Anthropic's words for the tier
-        body.update(present(thinking=effort_thinking(request, traits)))
+        wanted: dict[str, Any] | None = thinking  # Anthropic's own words, as the caller wrote them
+    else:  # this gateway's own forms (an effort word): Anthropic's words for the tier
+        wanted = effort_thinking(request, traits) if thinking is not None else None
+    if wanted is not None and (wanted.get("type") == "disabled" or thinking_allowed(request.messages)):
+        body["thinking"] = wanted
     _room_for_thinking(body, request, options)
     return body
 
@@ -144,19 +146,6 @@ def _translated(request: Request, model: str, options: UpstreamOptions, traits: 
     body.update(present(tool_choice=_upstream_choice(request, thinking, crossing)))
     _room_for_thinking(body, request, options)
     return body
-
-
-def thinking_allowed(conversation: list[Message], fmt: Dialect = "messages") -> bool:
-    """Anthropic refuses thinking in the middle of a tool loop whose last assistant turn has no thinking block of
-    its own (another provider's reasoning never has one): that turn runs without thinking, as the upstream would
-    otherwise refuse it. `fmt`: the format that carries Claude's own reasoning back (Converse does on Bedrock)."""
-    for message in reversed(conversation):
-        if message.role == "tool":
-            continue
-        if message.role != "assistant" or not any(isinstance(b, ToolCall) for b in message.content):
-            return True
-        return any(isinstance(b, Thinking) and b.format == fmt for b in message.content)
-    return True
 
 
 def _system(request: Request) -> str | list[dict[str, Any]] | None:
@@ -289,8 +278,8 @@ def _tool_result(block: ToolResult) -> dict[str, Any]:
 
 
 def _thinking(block: Thinking) -> dict[str, Any] | None:
-    """Reasoning goes back only to the provider that made it (Anthropic checks its signature)."""
-    return thinking_block(block) if block.format == "messages" else None
+    """Reasoning goes back only to the provider that made it, signed (Anthropic refuses an unsigned block)."""
+    return thinking_block(block) if goes_back(block, "messages") else None
 
 
 def _unknown(block: Unknown) -> dict[str, Any]:

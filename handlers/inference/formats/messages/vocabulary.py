@@ -83,6 +83,13 @@ def is_output_tool(name: Any) -> bool:
 # --- usage ----------------------------------------------------------------------------------------------------------
 
 
+# Anthropic's usage fields canonical does not model: a Messages caller gets them as its Anthropic upstream reported
+# them, and null from any other upstream (the SDKs' Usage declares every one of them; BetaUsage the last two too).
+_NATIVE_USAGE = ("cache_creation", "server_tool_use", "service_tier", "inference_geo", "speed",
+                 "output_tokens_details", "fallback_credit", "iterations")
+DELTA_USAGE = ("server_tool_use", "output_tokens_details", "fallback_credit", "iterations")  # message_delta's
+
+
 def read_usage(raw: dict[str, Any]) -> Usage:
     """Canonical input counts every prompt token, as OpenAI's prompt_tokens does; Anthropic counts cache reads
     and cache writes apart from input_tokens."""
@@ -90,22 +97,24 @@ def read_usage(raw: dict[str, Any]) -> Usage:
     written = raw.get("cache_creation_input_tokens")
     given = raw.get("input_tokens")
     total = None if given is None else given + (cached or 0) + (written or 0)
+    native = {key: raw[key] for key in _NATIVE_USAGE if raw.get(key) is not None}
     return Usage(input_tokens=total, output_tokens=raw.get("output_tokens"), cached_input_tokens=cached,
-                 cache_write_tokens=written)
+                 cache_write_tokens=written, native=native or None)
 
 
-def usage(value: Usage) -> dict[str, Any]:
-    """Anthropic counts cache reads and writes apart from input_tokens; canonical input counts every prompt token."""
+def usage(value: Usage, fields: tuple[str, ...] = _NATIVE_USAGE) -> dict[str, Any]:
+    """A Messages usage object with every field Anthropic's has (message_start's and a whole answer's; with
+    `fields` DELTA_USAGE, message_delta's). Anthropic counts cache reads and writes apart from input_tokens, and
+    always as numbers (clients add them up); canonical input counts every prompt token."""
     cached, written = value.cached_input_tokens, value.cache_write_tokens
-    out = {
+    native = value.native or {}
+    return {
         "input_tokens": max(0, count(value.input_tokens) - count(cached) - count(written)),
+        "cache_creation_input_tokens": count(written),
+        "cache_read_input_tokens": count(cached),
         "output_tokens": count(value.output_tokens),
+        **{key: native.get(key) for key in fields},
     }
-    if cached is not None:
-        out["cache_read_input_tokens"] = cached
-    if written is not None:
-        out["cache_creation_input_tokens"] = written
-    return out
 
 
 # --- block shapes ---------------------------------------------------------------------------------------------------

@@ -17,7 +17,9 @@ from handlers.inference.canonical import (
     Unknown,
     Usage,
 )
-from handlers.inference.formats.responses.vocabulary import STATUSES, VOCABULARY, render_usage
+from handlers.inference.formats.citations import url_citation
+from handlers.inference.formats.reasoning import carry
+from handlers.inference.formats.responses.vocabulary import ENCRYPTED, STATUSES, VOCABULARY, render_usage
 
 
 def render(result: Result, answer: Answer, request: Request) -> dict[str, Any]:
@@ -28,10 +30,11 @@ def render(result: Result, answer: Answer, request: Request) -> dict[str, Any]:
     output is one empty message, so output_text is ""."""
     output: list[dict[str, Any]] = []
     last: Block | None = None  # the last block that made or extended an item
+    keep = keeps_thinking(request)
     for block in result.content:
         if isinstance(block, Text) and isinstance(last, Text):
             add_text(output[-1]["content"], block)
-        elif (item := _item(block, answer, output)) is not None:
+        elif (item := _item(block, answer, output, keep)) is not None:
             output.append(item)
         else:
             continue
@@ -47,12 +50,24 @@ def add_text(parts: list[dict[str, Any]], block: Text) -> None:
     kind, field = ("refusal", "refusal") if block.refusal else ("output_text", "text")
     last = parts[-1] if parts else None
     if last is not None and last["type"] == kind and not block.annotations:
+        start = len(last[field])
         last[field] += block.text
     else:
-        parts.append(refusal_part(block.text) if block.refusal else part(block.text, block.annotations))
+        start, last = 0, refusal_part(block.text) if block.refusal else part(block.text, block.annotations)
+        parts.append(last)
+    cited = [a for c in block.citations or [] if (a := url_citation(c, start, start + len(block.text)))]
+    if cited and kind == "output_text":  # Anthropic's web citations of the block's text (formats/citations.py)
+        last["annotations"] = [*last["annotations"], *cited]
 
 
-def _item(block: Block, answer: Answer, output: list[dict[str, Any]]) -> dict[str, Any] | None:
+def keeps_thinking(request: Request) -> bool:
+    """Whether the caller asked for reasoning it can send back (include reasoning.encrypted_content): then an
+    Anthropic upstream's thinking comes with the gateway's token of its signature (formats/reasoning.py)."""
+    include = request.body.get("include")
+    return isinstance(include, list) and ENCRYPTED in include
+
+
+def _item(block: Block, answer: Answer, output: list[dict[str, Any]], keep: bool) -> dict[str, Any] | None:
     if isinstance(block, Text) and (block.text or block.annotations):
         item = message(message_id(answer, output), "", "completed") | {"content": []}
         add_text(item["content"], block)
@@ -60,14 +75,24 @@ def _item(block: Block, answer: Answer, output: list[dict[str, Any]]) -> dict[st
     if isinstance(block, ToolCall):
         n = sum(1 for item in output if item["type"] in CALLS)
         return call(f"fc_{answer.decision_id}_{n}", block, block.arguments, "completed")
-    if isinstance(block, Thinking) and (block.text or block.format == "responses"):
-        n = sum(1 for item in output if item["type"] == "reasoning")
-        own = block.format == "responses"
-        item_id = block.id if own and block.id else reasoning_id(answer, n)
-        return reasoning(item_id, block.text, block.encrypted if own else None)
+    if isinstance(block, Thinking):
+        return _reasoning_item(block, answer, output, keep)
     if isinstance(block, Unknown) and block.format == "responses":
         return block.data
-    return None  # another format's own blocks (Anthropic's redacted thinking ...) have no place here
+    return None  # another format's own blocks have no place here (the relay says so)
+
+
+def _reasoning_item(block: Thinking, answer: Answer, output: list[dict[str, Any]], keep: bool
+                    ) -> dict[str, Any] | None:
+    """OpenAI's own reasoning with its id and encrypted content; Anthropic's with the token that takes it back when
+    the caller keeps reasoning (a redacted block then is an item with no summary); anyone's as its summary."""
+    own = block.format == "responses"
+    token = carry(block) if keep else None
+    if not (block.text or own or token):
+        return None
+    n = sum(1 for item in output if item["type"] == "reasoning")
+    item_id = block.id if own and block.id else reasoning_id(answer, n)
+    return reasoning(item_id, block.text, block.encrypted if own else token)
 
 
 def response(
@@ -187,8 +212,8 @@ def call(item_id: str, block: ToolCall | ToolCallStart, arguments: str, status: 
 
 
 def reasoning(item_id: str, text: str, encrypted: str | None) -> dict[str, Any]:
-    """A reasoning item: the thinking as one summary part; encrypted content only from OpenAI itself (it takes the
-    item back in input)."""
+    """A reasoning item: the thinking as one summary part; encrypted content when it can go back to its provider in
+    input (OpenAI's own, or the gateway's token of Anthropic's thinking)."""
     item: dict[str, Any] = {"id": item_id, "type": "reasoning", "summary": [summary(text)] if text else []}
     if encrypted is not None:
         item["encrypted_content"] = encrypted

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -26,11 +25,8 @@ from handlers.inference.canonical import (
     UsageReport,
 )
 from handlers.inference.formats.base import UpstreamFault
-from handlers.inference.formats.common import json_object, opt_int, str_or_empty, str_or_none
+from handlers.inference.formats.common import json_object, opt_int, str_or_empty, str_or_none, unread
 from handlers.inference.formats.responses.vocabulary import INCOMPLETE, read_usage
-from handlers.observability import metrics
-
-log = logging.getLogger("specway.responses")
 
 # Error codes of a failed response (ResponseError.code) that are the request's fault; the rest are the upstream's.
 _CALLER_CODES = frozenset({"bio_policy", "misalignment_policy_violation", "empty_image_file", "failed_to_download_image",
@@ -287,17 +283,9 @@ def _index(payload: dict[str, Any]) -> int:
     return opt_int(payload.get("output_index")) or 0
 
 
-_warned: set[str] = set()
-_TYPES_NAMED = 100  # distinct unknown types named in the metric and the log; any further one is counted as "other"
-
-
 def _unknown(kind: str, what: str = "event") -> None:
-    """An event type (or a message part) OpenAI's spec did not list when the reader was written: counted, and logged
-    once per type."""
-    if kind not in _warned and len(_warned) < _TYPES_NAMED:
-        _warned.add(kind)
-        log.warning("a responses upstream sent a %s type the reader does not know: %s", what, kind)
-    metrics.UNREAD.labels("responses", what, kind if kind in _warned else "other").inc()
+    """An event type (or a message part) OpenAI's spec did not list when the reader was written."""
+    unread("responses", what, kind)
 
 
 _DONE: dict[str, Callable[[UpstreamReader, dict[str, Any], int], list[Event]]] = {

@@ -49,6 +49,7 @@ from handlers.inference.formats.common import (
     tool_list,
     whole,
 )
+from handlers.inference.formats.reasoning import carried, restore
 from handlers.inference.formats.responses.vocabulary import NESTED, VOCABULARY
 
 _ROLES: dict[str, Role] = {"user": "user", "assistant": "assistant"}
@@ -231,11 +232,14 @@ def _function_output(item: ResponsesInputItem, where: str) -> Message:
 
 def _reasoning(item: ResponsesInputItem, where: str) -> Message:
     """A reasoning item: its summary (or reasoning text) with the encrypted content and id that take it back to
-    OpenAI; any other upstream leaves it out."""
+    OpenAI; or, when its encrypted content is the gateway's token of Anthropic's thinking, that thinking signed
+    again, for Anthropic. Any other upstream leaves it out."""
     fields = item.model_extra or {}
     text = "\n\n".join(_texts(fields.get("summary")) or _texts(item.content))
-    thought = Thinking(text, encrypted=str_or_none(fields.get("encrypted_content")), id=str_or_none(fields.get("id")),
-                       format="responses")  # fmt: skip
+    encrypted = str_or_none(fields.get("encrypted_content"))
+    if carried(encrypted):
+        return Message("assistant", [restore(encrypted or "", text, f"{where}.encrypted_content")])
+    thought = Thinking(text, encrypted=encrypted, id=str_or_none(fields.get("id")), format="responses")
     return Message("assistant", [thought])
 
 

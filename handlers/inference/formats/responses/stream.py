@@ -12,14 +12,19 @@ from handlers.inference.canonical import (
     ItemStart,
     Request,
     TextDelta,
+    TextEnd,
+    Thinking,
     ThinkingDelta,
     ToolCallDelta,
     ToolCallStart,
 )
+from handlers.inference.formats.citations import url_citation
 from handlers.inference.formats.common import StreamState, sse
+from handlers.inference.formats.reasoning import carry
 from handlers.inference.formats.responses.answer import (
     ANSWERING,
     call,
+    keeps_thinking,
     message,
     message_id,
     part,
@@ -48,8 +53,11 @@ class StreamRenderer(StreamState):
         self._pieces: list[str] = []  # the open message part's text, or the open reasoning item's summary
         self._part: str | None = None  # the open message part's type (output_text, refusal), None when none is
         self._annotations: list[dict[str, Any]] = []  # the open output_text part's
+        self._citing: list[tuple[dict[str, Any], int]] = []  # Anthropic's web citations of the text block streaming
         self._calls: dict[int, tuple[int, dict[str, Any]]] = {}  # canonical index -> (output index, item)
         self._thought: str | None = None  # the open reasoning item's id when OpenAI made it (it may come back)
+        self._signed = ""  # the open reasoning item's Anthropic signature, so far
+        self._keep = keeps_thinking(request)  # Anthropic's thinking comes with the token that takes it back
         self._relayed: dict[str, int] = {}  # the upstream's items we do not model, by id -> their output index
 
     def start(self) -> bytes:
@@ -69,6 +77,8 @@ class StreamRenderer(StreamState):
         return self._frame("error", body)
 
     def on_text(self, ev: TextDelta) -> bytes:
+        if ev.citation is not None:
+            return self._cite(ev.citation)
         if not ev.text and ev.annotation is None:
             return b""
         kind = "refusal" if ev.refusal else "output_text"
@@ -83,6 +93,25 @@ class StreamRenderer(StreamState):
         at = {**self._at(), "content_index": self._index()}
         return out + self._frame(_DELTAS[kind], at | ({"logprobs": []} if kind == "output_text" else {}) |
                                  {"delta": ev.text})
+
+    def _cite(self, citation: dict[str, Any]) -> bytes:
+        """An Anthropic citation of the text block that follows: a web page's becomes a url_citation annotation of
+        that text when it ends (the relay reports the others as left out)."""
+        if url_citation(citation, 0, 0) is None:
+            return b""
+        out = b""
+        if self._open is None or self._open["type"] != "message":
+            out = self._close() + self._open_message()
+        if self._part != "output_text":
+            out += self._close_part() + self._open_part("output_text")
+        self._citing.append((citation, len("".join(self._pieces))))
+        return out
+
+    def on_text_end(self, ev: TextEnd) -> bytes:
+        if not self._citing or self._part != "output_text":
+            return b""
+        end, citing, self._citing = len("".join(self._pieces)), self._citing, []
+        return b"".join(self._annotate(url_citation(c, start, end) or {}) for c, start in citing)
 
     def _annotate(self, annotation: dict[str, Any]) -> bytes:
         self._annotations.append(annotation)
@@ -120,20 +149,36 @@ class StreamRenderer(StreamState):
 
     def on_thinking(self, ev: ThinkingDelta) -> bytes:
         """Thinking is a reasoning item whose summary streams; OpenAI's own (format "responses") keeps its id and
-        encrypted content, which the caller sends back in input. A new id starts a new item."""
+        encrypted content, which the caller sends back in input. A new id starts a new item, and so does Anthropic's
+        thinking after a signature (which ends its block) or redacted (a block of its own)."""
+        if ev.redacted is not None:
+            return self._redacted(ev)
         out = b""
         own = ev.id if ev.format == "responses" else None
-        if self._open is None or self._open["type"] != "reasoning" or (own is not None and own != self._thought):
+        if (self._open is None or self._open["type"] != "reasoning" or (own is not None and own != self._thought)
+                or (self._signed and ev.signature is None)):
             out = self._close() + self._open_reasoning(own)
         assert self._open is not None
         if ev.encrypted is not None and self._thought is not None:
             self._open["encrypted_content"] = ev.encrypted
+        if ev.signature and ev.format == "messages":
+            self._signed += ev.signature
         if not ev.text:
             return out
         if not self._pieces:
             out += self._frame("response.reasoning_summary_part.added", {**self._at(), **_summary_at(summary(""))})
         self._pieces.append(ev.text)
         return out + self._frame("response.reasoning_summary_text.delta", {**self._at(), **_summary_at(delta=ev.text)})
+
+    def _redacted(self, ev: ThinkingDelta) -> bytes:
+        """Anthropic's redacted thinking: an item with no summary, for a caller who can send it back."""
+        token = carry(Thinking("", redacted=ev.redacted, format=ev.format)) if self._keep else None
+        if token is None:
+            return b""
+        out = self._close() + self._open_reasoning(None)
+        assert self._open is not None
+        self._open["encrypted_content"] = token
+        return out + self._close()
 
     def on_call_start(self, ev: ToolCallStart) -> bytes:
         out = self._close()
@@ -156,7 +201,7 @@ class StreamRenderer(StreamState):
         return self._frame("response.output_item.added", {"output_index": len(self._output) - 1, "item": item})
 
     def _open_part(self, kind: str) -> bytes:
-        self._part, self._pieces, self._annotations = kind, [], []
+        self._part, self._pieces, self._annotations, self._citing = kind, [], [], []
         empty = part("") if kind == "output_text" else refusal_part("")
         return self._frame("response.content_part.added", {**self._at(), "content_index": self._index(), "part": empty})
 
@@ -164,13 +209,14 @@ class StreamRenderer(StreamState):
         """The open message part done: its whole text (or refusal), then the part itself, now in the item."""
         if self._part is None:
             return b""
+        out = self.on_text_end(TextEnd())  # citations whose block did not say it ended
         assert self._open is not None
         at, text = {**self._at(), "content_index": self._index()}, "".join(self._pieces)
         if self._part == "refusal":
-            done, out = refusal_part(text), self._frame("response.refusal.done", {**at, "refusal": text})
+            done, out = refusal_part(text), out + self._frame("response.refusal.done", {**at, "refusal": text})
         else:
             done = part(text, self._annotations)
-            out = self._frame("response.output_text.done", {**at, "text": text, "logprobs": []})
+            out += self._frame("response.output_text.done", {**at, "text": text, "logprobs": []})
         self._open["content"].append(done)
         self._part, self._pieces = None, []
         return out + self._frame("response.content_part.done", {**at, "part": done})
@@ -214,7 +260,10 @@ class StreamRenderer(StreamState):
         return self._frame("response.custom_tool_call_input.done", {**at, "input": item["input"]})
 
     def _done_reasoning(self, at: dict[str, Any], item: dict[str, Any], text: str) -> bytes:
-        self._thought = None
+        signed, self._thought, self._signed = self._signed, None, ""
+        token = carry(Thinking(text, signature=signed, format="messages")) if self._keep and signed else None
+        if token is not None:
+            item["encrypted_content"] = token
         if not text:
             return b""
         item["summary"] = [summary(text)]

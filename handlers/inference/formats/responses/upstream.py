@@ -33,6 +33,7 @@ from handlers.inference.formats.common import (
     refuse_untranslatable,
     write_data_url,
 )
+from handlers.inference.formats.reasoning import carried, goes_back
 from handlers.inference.formats.responses.answer import summary
 from handlers.inference.formats.responses.vocabulary import ENCRYPTED, KIND
 from handlers.inference.formats.tools import Crossing
@@ -54,12 +55,30 @@ def upstream_body(request: Request, model: str, options: UpstreamOptions, traits
     """The Responses body for `request` (without the streaming fields). store is always false: Specway keeps no
     state and relies on none upstream, so every request carries its whole conversation."""
     same = request.format == "responses"
-    body = passthrough_body(request, ResponsesRequest, model, options) if same else _translated(request, model, traits)
+    body = _passthrough(request, model, options) if same else _translated(request, model, traits)
     _effort(body, request, traits)
     if same and traits.reasoning:
         _include_encrypted_reasoning(body)
     body["store"] = False
     return body
+
+
+def _passthrough(request: Request, model: str, options: UpstreamOptions) -> dict[str, Any]:
+    """The caller's own body, less the reasoning items OpenAI did not encrypt: this gateway gave them to another
+    provider's reasoning, and with store false OpenAI refuses an item it cannot read ("not found")."""
+    body = passthrough_body(request, ResponsesRequest, model, options)
+    given = body.get("input")
+    if isinstance(given, list) and any(_unreadable_reasoning(item) for item in given):
+        body["input"] = [item for item in given if not _unreadable_reasoning(item)]
+    return body
+
+
+def _unreadable_reasoning(item: Any) -> bool:
+    """A reasoning item OpenAI did not encrypt: none at all, or the gateway's token of Anthropic's thinking."""
+    if not isinstance(item, dict) or item.get("type") != "reasoning":
+        return False
+    encrypted = item.get("encrypted_content")
+    return not encrypted or (isinstance(encrypted, str) and carried(encrypted))
 
 
 def _effort(body: dict[str, Any], request: Request, traits: Traits) -> None:
@@ -221,7 +240,7 @@ def _item(block: Block, custom: set[str]) -> dict[str, Any] | None:
 
 def _reasoning_item(block: Thinking) -> dict[str, Any] | None:
     """OpenAI's own reasoning goes back with its encrypted content; any other provider's is left out."""
-    if block.format != "responses" or block.encrypted is None:
+    if not goes_back(block, "responses") or block.encrypted is None:
         return None
     parts = [summary(block.text)] if block.text else []
     return {"type": "reasoning", **present(id=block.id), "summary": parts, "encrypted_content": block.encrypted}
