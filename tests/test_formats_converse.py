@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import botocore.loaders
+import orjson
 import pytest
 
 from handlers.errors import ApiError
@@ -26,10 +27,11 @@ from handlers.inference.canonical import (
     ToolResult,
     Usage,
     UsageReport,
+    fold,
 )
-from handlers.inference.formats import converse
+from handlers.inference.formats import converse, messages
 from handlers.inference.formats.base import Traits, UpstreamFault, UpstreamOptions
-from tests.formats_support import parse
+from tests.formats_support import ANSWER, REQUESTS, parse
 
 CLAUDE = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"
 NOVA = "amazon.nova-pro-v1:0"
@@ -164,6 +166,25 @@ def test_reasoning_goes_back_only_to_bedrock() -> None:
     content = converse.upstream_body(request, CLAUDE, OPTIONS, PLAIN)["messages"][1]["content"]
     assert content == [{"reasoningContent": {"reasoningText": {"text": "mine", "signature": "c2ln"}}},
                        {"reasoningContent": {"redactedContent": "cmVk"}}, {"text": "Hello"}]
+
+
+def test_bedrocks_reasoning_reaches_a_messages_caller_unsealed_block_by_block() -> None:
+    """Claude's reasoning on Bedrock, streamed to a Messages caller: each block its own thinking block, its text
+    without Bedrock's signature (which goes back only to Bedrock), the same blocks as the whole answer."""
+    events = [ThinkingDelta("First.", format="converse"), ThinkingDelta(signature="c2ln", format="converse"),
+              ThinkingDelta("Second.", format="converse"), ThinkingDelta(signature="c2lnMg==", format="converse"),
+              ThinkingDelta(redacted="cmVk", format="converse"), TextDelta("Hi"), Finish(FinishReason.STOP)]
+    renderer = messages.StreamRenderer(ANSWER, parse("messages", REQUESTS["messages"]))
+    sent = renderer.start() + b"".join(renderer.event(ev) for ev in events) + renderer.finish()
+    frames = [orjson.loads(line[5:]) for line in sent.split(b"\n") if line.startswith(b"data:")]
+    started = [f["content_block"] for f in frames if f["type"] == "content_block_start"]
+    assert [b["type"] for b in started] == ["thinking", "thinking", "text"]
+    deltas = [f["delta"] for f in frames if f["type"] == "content_block_delta"]
+    assert [d.get("thinking") for d in deltas if d["type"] == "thinking_delta"] == ["First.", "Second."]
+    assert not [d for d in deltas if d["type"] == "signature_delta"] and b"c2ln" not in sent and b"cmVk" not in sent
+    whole = messages.render(fold(events), ANSWER, parse("messages", REQUESTS["messages"]))["content"]
+    assert [(b["type"], b.get("thinking"), b.get("signature")) for b in whole] == [
+        ("thinking", "First.", ""), ("thinking", "Second.", ""), ("text", None, None)]
 
 
 def test_structured_output_is_a_forced_tool() -> None:
