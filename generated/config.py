@@ -352,13 +352,21 @@ class UpstreamSettings(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
     )
-    kind: Literal["openai", "anthropic", "responses", "azure", "echo"]
+    kind: Literal["openai", "anthropic", "responses", "azure", "echo", "bedrock"]
     """
-    openai (any OpenAI-compatible Chat Completions server), anthropic (the Messages API), responses (the OpenAI Responses API), azure (Azure OpenAI, see `azure`), or echo (built in).
+    openai (any OpenAI-compatible Chat Completions server), anthropic (the Messages API), responses (the OpenAI Responses API), azure (Azure OpenAI, see `azure`), echo (built in), or bedrock (Amazon Bedrock's Converse API, signed with AWS credentials).
     """
     base_url: StrictStr | None = None
     """
-    For openai and responses, the URL that ends in /v1; for anthropic, the URL without /v1; for azure, the resource's endpoint, https://RESOURCE.openai.azure.com (a trailing /openai or /openai/v1 is taken off).
+    For openai and responses, the URL that ends in /v1; for anthropic, the URL without /v1; for azure, the resource's endpoint, https://RESOURCE.openai.azure.com (a trailing /openai or /openai/v1 is taken off). For bedrock it is optional (AWS's endpoint_url), https://bedrock-runtime.REGION.amazonaws.com by default.
+    """
+    region: StrictStr | None = Field(None, min_length=1)
+    """
+    bedrock only, and required there; the AWS region requests are signed for and sent to.
+    """
+    profile: StrictStr | None = Field(None, min_length=1)
+    """
+    bedrock only; the shared AWS profile whose credentials sign requests. Without it the credentials are those botocore finds (environment, the default profile, web identity, container and instance roles), refreshed as botocore refreshes them. bedrock takes no api_key_env.
     """
     api_key_env: StrictStr | None = None
     """
@@ -379,7 +387,7 @@ class UpstreamSettings(BaseModel):
     """
     default_max_tokens: StrictInt = Field(4096, ge=1)
     """
-    anthropic only, where max_tokens is required; used when the request gives none.
+    anthropic only, where max_tokens is required, used when the request gives none; and for anthropic and bedrock, the room an answer keeps beside a thinking budget when the request gives no limit.
     """
     anthropic_version: StrictStr = "2023-06-01"
     """

@@ -140,8 +140,9 @@ def _check(config: Config, source: str) -> None:
                 problems.append(f"models.{i}: {name!r} is already the id or an alias of {names[name]!r}")
             names[name] = m.id
     for up_name, up in config.upstreams.items():
-        if up.kind != "echo" and not up.base_url:
+        if up.kind not in ("echo", "bedrock") and not up.base_url:
             problems.append(f"upstreams.{up_name}.base_url: required for kind {up.kind}")
+        problems += _aws_problems(up_name, up)
         problems += _azure_problems(up_name, up)
     for pol_name, pol in config.policies.items():
         refs = [("default_model", pol.default_model)] if pol.default_model else []
@@ -151,6 +152,16 @@ def _check(config: Config, source: str) -> None:
         problems += [f"policies.{pol_name}.{where}: no model or alias {m!r}" for where, m in refs if m not in names]
     if problems:
         raise ConfigError("invalid configuration\n  " + "\n  ".join(f"{source}: {p}" for p in problems))
+
+
+def _aws_problems(name: str, up: UpstreamSettings) -> list[str]:
+    """bedrock signs with AWS credentials in its region; region and profile mean nothing to another kind."""
+    if up.kind == "bedrock":
+        return ([f"upstreams.{name}.region: required for kind bedrock"] if not up.region else []) + (
+            [f"upstreams.{name}.api_key_env: kind bedrock signs with AWS credentials, not a key"]
+            if up.api_key_env else [])
+    return [f"upstreams.{name}.{field}: only kind bedrock takes it" for field in ("region", "profile")
+            if getattr(up, field)]
 
 
 def _azure_problems(name: str, up: UpstreamSettings) -> list[str]:

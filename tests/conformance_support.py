@@ -19,24 +19,28 @@ import openai
 import pytest
 
 from tests.conftest import Live, serve
-from tests.fake_upstream import FakeUpstream
+from tests.fake_upstream import AWS_KEY, FakeUpstream
 
 FORMATS = ("chat", "responses", "messages")
 # azure-chat and azure-responses are the azure kind through each of its surfaces: Chat Completions on the dated
 # deployment path, Responses on the v1 API (tests/fake_azure.py); each reads as the openai or responses kind whose wire
-# shapes it speaks (wire()), apart from its path, its query and its api-key.
-KINDS = ("openai", "anthropic", "responses", "azure-chat", "azure-responses", "echo")
+# shapes it speaks (wire()), apart from its path, its query and its api-key. bedrock speaks Converse, its own.
+KINDS = ("openai", "anthropic", "responses", "azure-chat", "azure-responses", "echo", "bedrock")
 NATIVE = {"chat": "openai", "responses": "responses", "messages": "anthropic"}  # the kind that speaks each format
 MODEL = {"openai": "acme/oa", "anthropic": "acme/an", "responses": "acme/rs", "azure-chat": "acme/az",
-         "azure-responses": "acme/azr", "echo": "acme/echo"}
+         "azure-responses": "acme/azr", "echo": "acme/echo", "bedrock": "acme/bd"}
 PLAIN = "acme/oa-plain"  # not a reasoning model: effort routes, and is never forwarded
+BEDROCK_MODEL = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"  # an inference profile id: Claude, with a colon
 UPSTREAM_MODEL = {"openai": "gpt-up", "anthropic": "claude-up", "responses": "resp-up", "azure-chat": "gpt-az-deploy",
-                  "azure-responses": "resp-az-deploy", PLAIN: "gpt-plain"}
+                  "azure-responses": "resp-az-deploy", PLAIN: "gpt-plain", "bedrock": BEDROCK_MODEL}
 AZURE_VERSION = "2024-10-21"
+BEDROCK_REGION = "us-east-1"
 UPSTREAM_PATH = {"openai": "/v1/chat/completions", "anthropic": "/v1/messages", "responses": "/v1/responses",
                  "azure-chat": "/openai/deployments/gpt-az-deploy/chat/completions",
                  "azure-responses": "/openai/v1/responses"}
 UPSTREAM_QUERY = {"azure-chat": {"api-version": AZURE_VERSION}}
+# Every price of a model the known-model data prices (the cache's too: a worst case takes the highest input price).
+FREE = {"input": 0, "output": 0, "cached_input": 0, "cache_write": 0}
 BUDGETS = {"low": 1024, "medium": 3072, "high": 6144}  # the policy's thinking_budget (not the defaults)
 SECRETS = {"oa": "sk-conf-oa-51c2", "an": "sk-ant-conf-9e7a", "rs": "sk-conf-rs-3b8d", "az": "az-conf-key-7c1e",
            "azr": "az-conf-key-40d9"}
@@ -83,6 +87,7 @@ def fixture_live(fake: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -
         "azr": {"kind": "azure", "base_url": fake.azure_url + "/openai/v1", "api_key_env": "SPECWAY_CONF_AZR",
                 "timeouts": timeouts, "azure": {"api": "responses"}},
         "echo": {"kind": "echo"},
+        "bd": {"kind": "bedrock", "region": BEDROCK_REGION, "base_url": fake.bedrock_url, "timeouts": timeouts},
     }
     models = [
         {"id": "acme/oa", "upstream": "oa", "name": "gpt-up", "reasoning": True},
@@ -92,6 +97,8 @@ def fixture_live(fake: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -
         {"id": "acme/az", "upstream": "az", "name": "gpt-az-deploy", "reasoning": True},
         {"id": "acme/azr", "upstream": "azr", "name": "resp-az-deploy", "reasoning": True},
         {"id": "acme/echo", "upstream": "echo", "name": "echo", "reasoning": True},
+        # A real id, which the known-model data prices: free here, as the other kinds' made-up names are.
+        {"id": "acme/bd", "upstream": "bd", "name": BEDROCK_MODEL, "reasoning": True, "price": FREE},
     ]
     config = {
         "upstreams": upstreams,
@@ -104,8 +111,22 @@ def fixture_live(fake: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -
     with pytest.MonkeyPatch.context() as mp:
         for name, secret in SECRETS.items():
             mp.setenv(f"SPECWAY_CONF_{name.upper()}", secret)
+        aws_environment(mp, tmp_path_factory.mktemp("aws"))
         with serve(config, tmp_path_factory.mktemp("conformance")) as g:
             yield g
+
+
+def aws_environment(mp: pytest.MonkeyPatch, folder: Any) -> None:
+    """botocore's credential chain with only the fake's key in it (no config files, no instance metadata)."""
+    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_ROLE_ARN",
+                 "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+                 "AWS_CONTAINER_CREDENTIALS_FULL_URI"):
+        mp.delenv(name, raising=False)
+    mp.setenv("AWS_CONFIG_FILE", str(folder / "config"))
+    mp.setenv("AWS_SHARED_CREDENTIALS_FILE", str(folder / "credentials"))
+    mp.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    mp.setenv("AWS_ACCESS_KEY_ID", AWS_KEY.access_key)
+    mp.setenv("AWS_SECRET_ACCESS_KEY", AWS_KEY.secret)
 
 
 @dataclass
@@ -252,17 +273,20 @@ STOP = {"chat": "stop", "responses": "completed", "messages": "end_turn"}
 TOOL_STOP = {"chat": "tool_calls", "responses": "completed", "messages": "tool_use"}
 
 
-WRITES_REPORTED = ("anthropic", "responses")  # the fake's chat dialect never reports cache writes
+WRITES_REPORTED = ("anthropic", "responses", "bedrock")  # the fake's chat dialect never reports cache writes
+
+
+APART = ("anthropic", "bedrock")  # the kinds whose input count leaves out cache reads and writes
 
 
 def expected_usage(fmt: str, kind: str, reported: tuple[int, ...]) -> dict[str, int | None]:
     """What the fake reported, as `fmt` says it. OpenAI kinds count cache reads and writes inside their input;
-    Anthropic reports them apart from input_tokens. Chat and Responses count every prompt token (cache reads in
+    Anthropic and Bedrock report them apart from their input tokens. Chat and Responses count every prompt token (cache reads in
     cached_tokens, writes in cache_write_tokens); Messages counts reads and writes apart."""
     inp, out, cached, *rest = reported
     kind = wire(kind)
     write = rest[0] if rest and kind in WRITES_REPORTED else 0
-    prompt = inp + cached + write if kind == "anthropic" else inp
+    prompt = inp + cached + write if kind in APART else inp
     if fmt == "messages":
         return {"input": prompt - cached - write, "output": out, "cached": cached, "cache_write": write}
     return {"input": prompt, "output": out, "cached": cached, "cache_write": write}
@@ -283,6 +307,8 @@ def received(fake: FakeUpstream, kind: str, stream: bool, model: str | None = No
     """The body of the request the fake received (the last by default), on the kind's path, for its model."""
     assert fake.requests, "the upstream received nothing"
     got = fake.requests[index]
+    if kind == "bedrock":
+        return _received_by_bedrock(fake, stream, index)
     assert (got.path, got.query) == (UPSTREAM_PATH[kind], UPSTREAM_QUERY.get(kind, {})), (got.path, got.query)
     assert got.body["model"] == UPSTREAM_MODEL[model or kind], got.body.get("model")
     assert bool(got.body.get("stream")) is stream
@@ -292,11 +318,24 @@ def received(fake: FakeUpstream, kind: str, stream: bool, model: str | None = No
     return dict(got.body)
 
 
+def _received_by_bedrock(fake: FakeUpstream, stream: bool, index: int) -> dict[str, Any]:
+    """A Converse body: the model and the streaming in the path, the request signed with the fake's AWS key (the
+    fake refuses any other, so that it answered says the signature was right)."""
+    got = fake.requests[index]
+    assert got.path == f"/model/{BEDROCK_MODEL}/{'converse-stream' if stream else 'converse'}", got.path
+    assert "model" not in got.body and "stream" not in got.body and "modelId" not in got.body
+    assert got.headers["authorization"].startswith(f"AWS4-HMAC-SHA256 Credential={AWS_KEY.access_key}/")
+    assert f"/{BEDROCK_REGION}/bedrock/aws4_request" in got.headers["authorization"]
+    assert fake.bad_signatures == []
+    return dict(got.body)
+
+
 def text_of(content: Any) -> str:
     """The text of a content string, or of a list of parts or blocks of any format."""
     if content is None or isinstance(content, str):
         return content or ""
-    return "".join(p.get("text", "") for p in content if p.get("type") in ("text", "input_text", "output_text"))
+    return "".join(p.get("text", "") for p in content if p.get("type") in ("text", "input_text", "output_text")
+                   or (set(p) == {"text"}))  # a Converse text block is {"text": ...}
 
 
 def _items(body: dict[str, Any]) -> list[dict[str, Any]]:
@@ -317,7 +356,7 @@ def _parts(kind: str, body: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def system_of(kind: str, body: dict[str, Any]) -> str:
-    if wire(kind) == "anthropic":
+    if wire(kind) in ("anthropic", "bedrock"):
         return text_of(body.get("system"))
     said = [text_of(m.get("content")) for m in _turns(kind, body) if m.get("role") in ("system", "developer")]
     return "\n".join(([body["instructions"]] if body.get("instructions") else []) + said)
@@ -333,7 +372,10 @@ def images_of(kind: str, body: dict[str, Any]) -> list[tuple[str, ...]]:
     """("base64", media type, data) or ("url", url) for every image the upstream received."""
     out: list[tuple[str, ...]] = []
     for p in _parts(kind, body):
-        if wire(kind) == "anthropic" and p.get("type") == "image":
+        if kind == "bedrock" and "image" in p:
+            image = p["image"]
+            out.append(("base64", f"image/{image['format']}", image["source"]["bytes"]))
+        elif wire(kind) == "anthropic" and p.get("type") == "image":
             src = p["source"]
             out.append(("base64", src["media_type"], src["data"]) if src["type"] == "base64" else ("url", src["url"]))
         elif p.get("type") in ("image_url", "input_image"):
@@ -348,6 +390,9 @@ def images_of(kind: str, body: dict[str, Any]) -> list[tuple[str, ...]]:
 
 def tools_of(kind: str, body: dict[str, Any]) -> dict[str, Any]:
     """Offered function tools: name -> JSON schema of the arguments."""
+    if kind == "bedrock":
+        tools = (body.get("toolConfig") or {}).get("tools") or []
+        return {t["toolSpec"]["name"]: t["toolSpec"]["inputSchema"]["json"] for t in tools if "toolSpec" in t}
     tools = body.get("tools") or []
     if wire(kind) == "openai":
         return {t["function"]["name"]: t["function"].get("parameters") for t in tools}
@@ -362,6 +407,9 @@ def calls_of(kind: str, body: dict[str, Any]) -> list[tuple[str, str, Any]]:
     if wire(kind) == "responses":
         return [(i["call_id"], i["name"], json.loads(i["arguments"])) for i in _items(body)
                 if i.get("type") == "function_call"]
+    if kind == "bedrock":
+        return [(p["toolUse"]["toolUseId"], p["toolUse"]["name"], p["toolUse"]["input"]) for p in _parts(kind, body)
+                if "toolUse" in p]
     return [(p["id"], p["name"], p["input"]) for p in _parts(kind, body) if p.get("type") == "tool_use"]
 
 
@@ -371,13 +419,17 @@ def results_of(kind: str, body: dict[str, Any]) -> list[tuple[str, str]]:
         return [(m["tool_call_id"], text_of(m["content"])) for m in _turns(kind, body) if m["role"] == "tool"]
     if wire(kind) == "responses":
         return [(i["call_id"], text_of(i["output"])) for i in _items(body) if i.get("type") == "function_call_output"]
+    if kind == "bedrock":
+        return [(p["toolResult"]["toolUseId"], text_of(p["toolResult"]["content"])) for p in _parts(kind, body)
+                if "toolResult" in p]
     return [(p["tool_use_id"], text_of(p["content"])) for p in _parts(kind, body) if p.get("type") == "tool_result"]
 
 
 def effort_of(kind: str, body: dict[str, Any]) -> Any:
     """The effort field in the kind's own words, or None when none arrived."""
     return {"openai": body.get("reasoning_effort"), "responses": (body.get("reasoning") or {}).get("effort"),
-            "anthropic": body.get("thinking")}[wire(kind)]
+            "anthropic": body.get("thinking"),
+            "bedrock": (body.get("additionalModelRequestFields") or {}).get("thinking")}[wire(kind)]
 
 
 EFFORT_FIELDS = ("reasoning_effort", "reasoning", "thinking")  # no kind may receive these for a non-reasoning model
@@ -389,4 +441,6 @@ def limit_of(kind: str, body: dict[str, Any], reasoning: bool = True) -> Any:
         other = "max_tokens" if reasoning else "max_completion_tokens"
         assert other not in body, f"{other} sent to a {'reasoning' if reasoning else 'plain'} chat model"
         return body.get("max_completion_tokens" if reasoning else "max_tokens")
+    if kind == "bedrock":
+        return (body.get("inferenceConfig") or {}).get("maxTokens")
     return body.get("max_tokens" if wire(kind) == "anthropic" else "max_output_tokens")

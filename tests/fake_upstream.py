@@ -6,6 +6,7 @@ product code.
         OpenAIUpstream("t", base_url=fake.url)             # POST {url}/chat/completions
         ResponsesUpstream("t", base_url=fake.url)          # POST {url}/responses
         AnthropicUpstream("t", base_url=fake.anthropic_url)  # POST {anthropic_url}/v1/messages
+        BedrockUpstream("t", region=..., credentials=..., base_url=fake.bedrock_url)  # POST /model/{id}/converse
         fake.requests[-1].body                              # what the gateway sent
 
         gate = fake.hold()   # from now on each request waits, once recorded in fake.requests, until gate.set()
@@ -43,8 +44,11 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from tests import fake_azure
+from tests import fake_azure, fake_bedrock
+from tests.fake_bedrock import AwsKey, BadSignature, Signed
 from tests.fake_dialects import ERRORS, STREAMS, WHOLE, Reply, Usage, default_usage, messages_error
+
+AWS_KEY = AwsKey("AKIDFAKEBEDROCK00001", "fake/secret+key/for/sigv4/only0000000001")
 
 __all__ = ["FakeUpstream", "Received", "Reply", "Usage", "count_words", "fake_vector"]
 
@@ -67,11 +71,16 @@ class FakeUpstream:
         self.port = 0
         self.azure_keys: set[str] = set()  # the api-key values its Azure paths take (tests/fake_azure.py)
         self.azure_tokens: set[str] = set()  # and the Entra ID bearer tokens
+        self.aws_keys: dict[str, AwsKey] = {AWS_KEY.access_key: AWS_KEY}  # the keys a Bedrock request may sign with
+        self.signed: list[Signed] = []  # what each Bedrock request's good signature said
+        self.bad_signatures: list[str] = []  # the AWS error type of each request refused for its signature
+        self.stream_exception = "modelStreamErrorException"  # a ConverseStream's mid-stream error (fail_after)
         azure = functools.partial(Route, endpoint=self._azure, methods=["POST"])
         routes = [
             azure("/openai/v1/chat/completions"), azure("/openai/v1/responses"), azure("/openai/v1/embeddings"),
             azure("/openai/deployments/{deployment}/chat/completions"), azure("/openai/responses"),
             azure("/openai/deployments/{deployment}/embeddings"),
+            Route("/model/{rest:path}", self._bedrock, methods=["POST"]),
             Route("/v1/chat/completions", functools.partial(self._answer, dialect="chat"), methods=["POST"]),
             Route("/v1/messages", functools.partial(self._answer, dialect="messages"), methods=["POST"]),
             Route("/v1/responses", functools.partial(self._answer, dialect="responses"), methods=["POST"]),
@@ -103,6 +112,10 @@ class FakeUpstream:
         """Like an Azure OpenAI resource's endpoint, https://RESOURCE.openai.azure.com."""
         return f"http://127.0.0.1:{self.port}"
 
+    @property
+    def bedrock_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
     def script(self, reply: Reply | None = None, **fields: Any) -> None:
         """Queue one reply: a Reply, or Reply's fields as keywords."""
         self.replies.append(reply or Reply(**fields))
@@ -110,6 +123,9 @@ class FakeUpstream:
     def reset(self) -> None:
         self.replies.clear()
         self.requests.clear()
+        self.signed.clear()
+        self.bad_signatures.clear()
+        self.stream_exception = "modelStreamErrorException"
         self.disconnects = 0
         self.responder = None
         self.release()
@@ -151,16 +167,17 @@ class FakeUpstream:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    async def _receive(self, request: Request, dialect: str = "") -> tuple[Any, Reply]:
+    async def _receive(self, request: Request, dialect: str = "", raw: bytes | None = None, path: str | None = None
+                       ) -> tuple[Any, Reply]:
         """Record the request (its body parsed, or None when not JSON), wait at the gate, take the next Reply (or
         the responder's for the request)."""
-        raw = await request.body()
+        raw = await request.body() if raw is None else raw
         try:
             body = orjson.loads(raw)
         except orjson.JSONDecodeError:
             body = None
         peer = f"{request.client.host}:{request.client.port}" if request.client else ""
-        self.requests.append(Received(request.url.path, dict(request.headers), body, peer,
+        self.requests.append(Received(path or request.url.path, dict(request.headers), body, peer,
                                       dict(request.query_params)))
         await self._pass_gate()
         if self.replies:
@@ -206,6 +223,30 @@ class FakeUpstream:
         include_usage = dialect in ("messages", "responses") or bool(stream_options.get("include_usage"))
         chunks = STREAMS[dialect](reply, model, usage if include_usage else None)
         return _Stream(fake_azure.annotated_stream(dialect, chunks, reply) if azure else chunks, reply, self)
+
+    async def _bedrock(self, request: Request) -> Any:
+        """POST /model/{modelId}/converse or /converse-stream, signed with one of `aws_keys` (else a 403 in AWS's
+        words); the raw path is the one signed, its model id percent-encoded."""
+        raw, path = await request.body(), request.scope["raw_path"].decode()
+        query = request.scope.get("query_string", b"").decode()
+        try:
+            signed = fake_bedrock.check_signature("POST", path + (f"?{query}" if query else ""),
+                                                  dict(request.headers), raw, self.aws_keys)
+        except BadSignature as bad:
+            self.bad_signatures.append(bad.error_type)
+            body, headers = fake_bedrock.error(403, bad.message, bad.error_type)
+            return JSONResponse(body, 403, headers=headers)
+        self.signed.append(signed)
+        body, reply = await self._receive(request, raw=raw, path=path)
+        if reply.status >= 400:
+            answer, headers = fake_bedrock.reply_error(reply)
+            return JSONResponse(answer, reply.status, headers=headers)
+        usage = reply.usage or default_usage(body or {}, reply)
+        if not path.endswith("/converse-stream"):
+            if reply.malformed:
+                return Response(b'{"output": {', media_type="application/json", headers=reply.headers)
+            return JSONResponse(reply.body or fake_bedrock.whole(reply, usage), headers=reply.headers)
+        return _Stream(fake_bedrock.stream(reply, usage, self.stream_exception), reply, self, fake_bedrock.EVENT_STREAM)
 
     async def _count_tokens(self, request: Request) -> Any:
         """Anthropic's POST /v1/messages/count_tokens: a scripted Reply's usage[0], else the words of the system,
@@ -258,18 +299,19 @@ def count_words(body: dict[str, Any]) -> int:
 class _Stream:
     """An SSE answer sent chunk by chunk, that notices a client going away and can break off on purpose."""
 
-    def __init__(self, chunks: list[bytes], reply: Reply, fake: FakeUpstream) -> None:
+    def __init__(self, chunks: list[bytes], reply: Reply, fake: FakeUpstream,
+                 media_type: str = "text/event-stream") -> None:
         error = chunks.pop()  # each dialect puts its mid-stream error event last
         if reply.malformed:
-            chunks.insert(1, b"data: {not json\n\n")
+            chunks.insert(1, _corrupt(chunks[1]) if media_type == fake_bedrock.EVENT_STREAM else b"data: {not json\n\n")
         if reply.fail_after is not None:
             chunks = [*chunks[: reply.fail_after], error]
         elif reply.cut_after is not None:
             chunks = chunks[: reply.cut_after]
-        self.chunks, self.reply, self.fake = chunks, reply, fake
+        self.chunks, self.reply, self.fake, self.media_type = chunks, reply, fake, media_type
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        headers = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
+        headers = [(b"content-type", self.media_type.encode()), (b"cache-control", b"no-cache")]
         headers += [(k.lower().encode(), v.encode()) for k, v in self.reply.headers.items()]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         sender = asyncio.ensure_future(self._send(send))
@@ -288,6 +330,12 @@ class _Stream:
         if self.reply.cut_after is None or self.reply.fail_after is not None:
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         # else: return mid-body; uvicorn then closes the connection without the chunked terminator
+
+
+def _corrupt(frame: bytes) -> bytes:
+    """An event-stream frame with one payload byte changed: its message CRC no longer matches."""
+    at = len(frame) - 5
+    return frame[:at] + bytes([frame[at] ^ 0xFF]) + frame[at + 1 :]
 
 
 async def _disconnect(receive: Receive) -> None:

@@ -1,10 +1,11 @@
 """Conformance: every inbound format (through its official SDK) x every upstream kind (openai, anthropic, responses,
-azure through Chat Completions and through Responses, echo) x whole or streamed x {text, image, tools round trip, structured output, effort/thinking, cache-control,
-multi-turn with system}, then the refusal block.
+azure through Chat Completions and through Responses, echo, bedrock) x whole or streamed x {text, image, tools round
+trip, structured output, effort/thinking, cache-control, multi-turn with system}, then the refusal block.
 
 Each cell asserts what the upstream received (the fake records every request; read in the upstream's own words)
 and what the caller got (through the SDK's own types). Whatever cannot be translated must be refused by name, a 400
 unsupported_parameter, never a 200 that dropped it. The echo kind has no wire: its cells check the caller's side.
+The bedrock cells run botocore's signing for real against the fake, which checks every signature.
 Fixtures, SDK drivers and the readers of what an upstream received are in tests/conformance_support.py.
 """
 
@@ -105,6 +106,10 @@ def test_text(clients: Clients, fake: FakeUpstream, fmt: str, kind: str, stream:
 # --- image -----------------------------------------------------------------------------------------------------------
 
 
+IMAGE_URL_PARAM = {"chat": "messages.0.content.1.image_url.url", "responses": "input.0.content.1.image_url",
+                   "messages": "messages.0.content.1.source.url"}
+
+
 def image_part(fmt: str, url: str | None) -> dict[str, Any]:
     data_url = f"data:image/png;base64,{PNG}"
     if fmt == "chat":
@@ -119,7 +124,13 @@ def image_part(fmt: str, url: str | None) -> dict[str, Any]:
 @pytest.mark.parametrize(("fmt", "kind", "stream"), cells())
 def test_image(clients: Clients, fake: FakeUpstream, fmt: str, kind: str, stream: bool, url: str | None) -> None:
     text_part = {"type": "input_text" if fmt == "responses" else "text", "text": LOOK}
-    got = send(clients, fmt, stream, ask(fmt, MODEL[kind], [text_part, image_part(fmt, url)]))
+    args = ask(fmt, MODEL[kind], [text_part, image_part(fmt, url)])
+    if kind == "bedrock" and url:  # Converse takes an image's bytes, and fetches no URL
+        error = refusal(clients, fmt, stream, args)
+        assert (error["code"], error["param"]) == ("unsupported_parameter", IMAGE_URL_PARAM[fmt]), error
+        assert fake.requests == [], "a refused request never reaches the upstream"
+        return
+    got = send(clients, fmt, stream, args)
     if kind == "echo":
         echoed(fake)
         assert got.text == f"Echo: {LOOK} [image]"
@@ -195,6 +206,7 @@ OUTPUT: dict[str, Any] = {
     "messages": {"output_config": {"format": {"type": "json_schema", "schema": SCHEMA}}},
 }
 FORCED_TOOL = "specway_json_reply"  # the reserved-prefix tool an Anthropic upstream is forced to call (schema "reply")
+UNNAMED_TOOL = "specway_json_output"  # the same, for a schema without a name
 OUTPUT_FIELD = {"chat": "response_format", "responses": "text.format", "messages": "output_config.format"}
 
 
@@ -207,9 +219,10 @@ def test_structured_output(clients: Clients, fake: FakeUpstream, fmt: str, kind:
         assert OUTPUT_FIELD[fmt] in error["message"] and "echo" in error["message"]
         echoed(fake)
         return
-    forced_tool = wire(kind) == "anthropic" and fmt != "messages"
+    forced_tool = (wire(kind) == "anthropic" and fmt != "messages") or kind == "bedrock"
+    forced = FORCED_TOOL if fmt != "messages" else UNNAMED_TOOL  # Messages' output_config names no schema
     if forced_tool:  # Anthropic answers the forced tool; the caller must get its input as the JSON text
-        fake.script(text="", tool_calls=[{"id": "toolu_out", "name": FORCED_TOOL, "arguments": json.dumps(ANSWER)}])
+        fake.script(text="", tool_calls=[{"id": "toolu_out", "name": forced, "arguments": json.dumps(ANSWER)}])
     else:
         fake.script(text=json.dumps(ANSWER))
     got = send(clients, fmt, stream, args)
@@ -223,6 +236,9 @@ def test_structured_output(clients: Clients, fake: FakeUpstream, fmt: str, kind:
     elif wire(kind) == "responses":
         sent = body["text"]["format"]
         assert (sent["type"], sent["schema"]) == ("json_schema", SCHEMA), sent
+    elif kind == "bedrock":
+        assert body["toolConfig"]["toolChoice"] == {"tool": {"name": forced}}, body["toolConfig"]
+        assert tools_of(kind, body) == {forced: SCHEMA}
     else:
         assert body["tool_choice"] == {"type": "tool", "name": FORCED_TOOL}, body.get("tool_choice")
         assert tools_of(kind, body) == {FORCED_TOOL: SCHEMA}
@@ -274,10 +290,10 @@ def test_effort_and_thinking(clients: Clients, fake: FakeUpstream, fmt: str, kin
         return
     body = received(fake, kind, stream)
     tier, same = TIER[fmt], NATIVE[fmt] == wire(kind)
-    if wire(kind) == "anthropic":
-        budget = 2000 if same else BUDGETS[tier]
-        assert body["thinking"] == {"type": "enabled", "budget_tokens": budget}
-        assert body["max_tokens"] == (caller_limit(fmt) if same else budget + MAX_TOKENS)
+    if wire(kind) in ("anthropic", "bedrock"):  # Claude's thinking (on Bedrock in additionalModelRequestFields)
+        budget = 2000 if fmt == "messages" else BUDGETS[tier]
+        assert effort_of(kind, body) == {"type": "enabled", "budget_tokens": budget}
+        assert limit_of(kind, body) == (caller_limit(fmt) if fmt == "messages" else budget + MAX_TOKENS)
     else:
         assert effort_of(kind, body) == tier
         assert limit_of(kind, body) == caller_limit(fmt)
@@ -320,7 +336,8 @@ def reasoning_back(fmt: str, kind: str) -> list[tuple[str, str | None]]:
     return [(THOUGHT, SIGNATURE if wire(kind) == "anthropic" else "")]
 
 
-@pytest.mark.parametrize(("fmt", "kind", "stream"), cells(kinds=("openai", "anthropic", "responses", "azure-chat", "azure-responses")))
+@pytest.mark.parametrize(("fmt", "kind", "stream"),
+                         cells(kinds=("openai", "anthropic", "responses", "azure-chat", "azure-responses", "bedrock")))
 def test_upstream_reasoning_comes_back_in_the_callers_shape(clients: Clients, fake: FakeUpstream, fmt: str,
                                                             kind: str, stream: bool) -> None:
     fake.script(text=TEXT, reasoning=[THOUGHT], signature=SIGNATURE)
@@ -381,6 +398,13 @@ def test_cache_control(clients: Clients, fake: FakeUpstream, fmt: str, kind: str
             assert body["tools"][0].get("cache_control") == EPHEMERAL
     elif wire(kind) == "responses" and fmt == "responses":
         assert (body["input"], body["prompt_cache_key"]) == (args["input"], "conformance")
+    elif kind == "bedrock":  # each mark a cachePoint after its block; the caching betas said no more than that
+        point, hour = {"cachePoint": {"type": "default"}}, {"cachePoint": {"type": "default", "ttl": "1h"}}
+        assert body["system"] == [{"text": SYSTEM}, point]
+        assert body["messages"] == [{"role": "user", "content": [{"text": PROMPT},
+                                                                 point if fmt == "responses" else hour]}]
+        assert body["toolConfig"]["tools"][1:] == ([] if fmt == "responses" else [point])
+        assert "additionalModelRequestFields" not in body
     # to the other OpenAI-kind cells marks need no words: the body was accepted and answered
     assert got.text == TEXT
     check_usage(got, fmt, kind, CACHE_USAGE)
@@ -433,6 +457,9 @@ REFUSED = [  # caller format, upstream kind, what the caller adds, the field the
     ("chat", "azure-responses", {"n": 2}, "n"),
     ("messages", "azure-chat", {"extra_body": {"top_k": 5}}, "top_k"),
     ("messages", "azure-responses", {"extra_body": {"top_k": 5}}, "top_k"),
+    ("chat", "bedrock", {"logit_bias": {"50256": -100}}, "logit_bias"),
+    ("chat", "bedrock", {"n": 2}, "n"),
+    ("chat", "bedrock", {"tools": TOOLS["chat"], "parallel_tool_calls": False}, "parallel_tool_calls"),
     *[("responses", kind, {"previous_response_id": "resp_0123456789abcdef"}, "previous_response_id")
       for kind in KINDS],
     *[("responses", kind, {"store": True}, "store") for kind in KINDS],
@@ -445,6 +472,8 @@ ACCEPTED = [  # inert values and advisory fields: another kind may leave them ou
     ("responses", "echo", {"store": False}),
     ("chat", "azure-responses", {"n": 1, "presence_penalty": 0, "user": "u-1"}),
     ("messages", "azure-chat", {"metadata": {"user_id": "u-1"}}),
+    ("chat", "bedrock", {"n": 1, "frequency_penalty": 0, "user": "u-1", "seed": 7}),
+    ("messages", "bedrock", {"metadata": {"user_id": "u-1"}, "extra_body": {"top_k": 5}}),  # Claude takes top_k
 ]
 
 

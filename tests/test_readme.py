@@ -20,7 +20,11 @@ from pathlib import Path
 
 import httpx
 import pytest
+import yaml
 
+from handlers import config as config_mod
+from handlers.inference.catalog import Catalog
+from handlers.inference.upstreams.registry import build_upstream
 from tests.conftest import free_port
 from tests.fake_upstream import FakeUpstream
 
@@ -79,7 +83,7 @@ def run(block: str, folder: Path, env: dict[str, str], key: str, *, python: bool
 
 def test_the_quickstart_runs_as_written(folder: Path) -> None:
     found = blocks()
-    assert set(found) == {"curl", "sdk", "config", "credit", "azure"}
+    assert set(found) == {"curl", "sdk", "config", "credit", "azure", "bedrock"}  # bedrock: see the test below
     env = {k: v for k, v in os.environ.items() if not k.startswith("SPECWAY_")}
     env["SPECWAY_SERVER__PORT"] = str(free_port())
     with serving(folder, env) as key:
@@ -124,3 +128,15 @@ def test_the_quickstart_runs_as_written(folder: Path) -> None:
     listed = subprocess.run([str(folder / ".venv/bin/specway"), "workspaces", "list"], cwd=folder, env=env,
                             capture_output=True, text=True, timeout=60, check=True)
     assert float(json.loads(listed.stdout)[0]["credit"]) < 10
+
+
+def test_the_bedrock_block_is_a_configuration_as_written(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Running it needs AWS; what can be checked without is that it is valid and builds its upstream (its
+    credentials are only looked for at the first request)."""
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    parsed = config_mod.parse(yaml.safe_load(blocks()["bedrock"]), "README.md")
+    upstream = build_upstream("bedrock", parsed.upstreams["bedrock"])
+    assert upstream.kind == "bedrock"
+    model = Catalog.from_config(parsed).resolve("claude-bedrock")  # priced and described by the known-model data
+    assert model is not None and model.reasoning and model.price_in > 0 and model.context_window
+    assert upstream.path_for(parsed.models[0].name, True).endswith("-v1:0/converse-stream")

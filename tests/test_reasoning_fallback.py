@@ -20,6 +20,7 @@ import pytest
 from handlers.inference.canonical import Message, Request, Text, Thinking, ToolCall, ToolResult
 from handlers.inference.formats import reasoning
 from handlers.inference.formats.base import Traits
+from tests.conformance_support import BEDROCK_MODEL, BEDROCK_REGION, FREE, aws_environment
 from tests.conftest import Live, serve
 from tests.fake_upstream import FakeUpstream
 
@@ -34,8 +35,11 @@ THINKING = {"type": "enabled", "budget_tokens": 1024}
 ENCRYPTED = "gAAAA-encrypted-by-openai"
 NO_THINKING = ("thinking, for this turn: the tool loop's last assistant turn has no thinking block anthropic signed, "
                "and anthropic refuses thinking there without one")
+NO_THINKING_ON_BEDROCK = ("thinking, for this turn: the tool loop's last assistant turn has no thinking block claude on "
+                          "bedrock signed, and claude on bedrock refuses thinking there without one")
 WHY = {"openai": "a chat completions upstream takes back only reasoning text it showed itself",
-       "responses": "a responses upstream takes back only reasoning items it encrypted itself"}
+       "responses": "a responses upstream takes back only reasoning items it encrypted itself",
+       "bedrock": "a bedrock upstream takes back only reasoning it gave itself"}
 
 
 @pytest.fixture(scope="module")
@@ -50,19 +54,24 @@ def live(fake: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     config = {
         "upstreams": {"an": {"kind": "anthropic", "base_url": fake.anthropic_url},
                       "oa": {"kind": "openai", "base_url": fake.url},
-                      "rs": {"kind": "responses", "base_url": fake.url}},
+                      "rs": {"kind": "responses", "base_url": fake.url},
+                      "bd": {"kind": "bedrock", "region": BEDROCK_REGION, "base_url": fake.bedrock_url}},
         "models": [{"id": "acme/an", "upstream": "an", "name": "claude-up", "reasoning": True},
                    {"id": "acme/oa", "upstream": "oa", "name": "gpt-up", "reasoning": True},
-                   {"id": "acme/rs", "upstream": "rs", "name": "resp-up", "reasoning": True}],
+                   {"id": "acme/rs", "upstream": "rs", "name": "resp-up", "reasoning": True},
+                   {"id": "acme/bd", "upstream": "bd", "name": BEDROCK_MODEL, "price": FREE}],
         "policies": {"default": {"default_model": "acme/an",
                                  "fallbacks": {"acme/rs": ["acme/an"], "acme/oa": ["acme/an"]}},
                      "to-openai": {"default_model": "acme/an", "fallbacks": {"acme/an": ["acme/oa"]}},
-                     "to-responses": {"default_model": "acme/an", "fallbacks": {"acme/an": ["acme/rs"]}}},
+                     "to-responses": {"default_model": "acme/an", "fallbacks": {"acme/an": ["acme/rs"]}},
+                     "to-bedrock": {"default_model": "acme/an", "fallbacks": {"acme/an": ["acme/bd"]}}},
         "default_policy": "default",
         "cooldown": {"seconds": 0},
     }
-    with serve(config, tmp_path_factory.mktemp("reasoning")) as g:
-        yield g
+    with pytest.MonkeyPatch.context() as mp:
+        aws_environment(mp, tmp_path_factory.mktemp("aws"))
+        with serve(config, tmp_path_factory.mktemp("reasoning")) as g:
+            yield g
 
 
 @pytest.fixture(autouse=True)
@@ -122,7 +131,7 @@ def test_anthropic_thinking_goes_back_to_anthropic_signed_and_in_place(live: Liv
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
-@pytest.mark.parametrize("kind", ["openai", "responses"])
+@pytest.mark.parametrize("kind", ["openai", "responses", "bedrock"])
 def test_a_fallback_to_another_provider_leaves_anthropic_thinking_out_visibly(live: Live, fake: FakeUpstream,
                                                                               kind: str, stream: bool) -> None:
     key = live.create_key(policy=f"to-{kind}")
@@ -134,9 +143,13 @@ def test_a_fallback_to_another_provider_leaves_anthropic_thinking_out_visibly(li
     sent = json.dumps(second.body)
     assert SIGNATURE not in sent and SIGNED["thinking"] not in sent and REDACTED["data"] not in sent
     record = _record(live, decision)
-    assert [a["upstream"] for a in record["attempts"]] == ["an", {"openai": "oa", "responses": "rs"}[kind]]
+    upstream = {"openai": "oa", "responses": "rs", "bedrock": "bd"}[kind]
+    assert [a["upstream"] for a in record["attempts"]] == ["an", upstream]
+    claude = [NO_THINKING_ON_BEDROCK] if kind == "bedrock" else []
     assert record["left_out"] == [f"2 thinking blocks signed by anthropic: {WHY[kind]}",
-                                  f"1 redacted thinking block from anthropic: {WHY[kind]}"]
+                                  f"1 redacted thinking block from anthropic: {WHY[kind]}", *claude]
+    if kind == "bedrock":  # Claude on Bedrock: no reasoning of Anthropic's API, and no thinking in that tool loop
+        assert "reasoningContent" not in sent and "thinking" not in sent
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
@@ -217,12 +230,16 @@ BLOCKS = {
     "encrypted": Thinking("c", encrypted="enc", id="rs_1", format="responses"),
     "summary only": Thinking("d", id="rs_2", format="responses"),
     "chat": Thinking("e", format="chat"),
+    "bedrock signed": Thinking("f", signature="c2ln", format="converse"),  # Claude's, on Bedrock
+    "bedrock redacted": Thinking("", redacted="cmVk", format="converse"),
+    "bedrock text": Thinking("g", format="converse"),  # a model that signs nothing (DeepSeek-R1 on Bedrock)
 }
 REASONS = Traits(reasoning=True)
-TAKES = {"messages": {"signed", "redacted"}, "responses": {"encrypted"}, "chat": {"chat"}}
+TAKES = {"messages": {"signed", "redacted"}, "responses": {"encrypted"}, "chat": {"chat"},
+         "converse": {"bedrock signed", "bedrock redacted", "bedrock text"}}
 
 
-@pytest.mark.parametrize("target", ["messages", "responses", "chat"])
+@pytest.mark.parametrize("target", ["messages", "responses", "chat", "converse"])
 def test_every_target_takes_back_only_its_own_and_says_what_it_did_not(target: Any) -> None:
     kept = {name for name, block in BLOCKS.items() if reasoning.goes_back(block, target)}
     assert kept == TAKES[target]
@@ -308,3 +325,28 @@ def test_a_claude_code_conversation_keeps_anthropic_thinking_across_a_detour_to_
     assert [b["type"] for b in sent["messages"][3]["content"]] == ["tool_use"]
     assert "thinking" not in sent
     assert len(_record(live, raw.headers["x-specway-decision-id"])["left_out"]) == 2
+
+
+def test_bedrock_reasoning_is_named_as_bedrocks_and_claude_on_bedrock_needs_its_own_signed_turn() -> None:
+    """Reasoning Bedrock gave goes back only to a bedrock upstream, and is named as Bedrock's where it is left out;
+    Claude on Bedrock, like Anthropic, gets no thinking in a tool loop whose last assistant turn it did not sign
+    (Anthropic's own signature is not Bedrock's: the gateway cannot tell one account's from another's)."""
+    ANTHROPIC_TAKES = "an anthropic upstream takes back only thinking it signed itself"
+    def loop(*thinking: Thinking) -> Request:
+        return Request(format="messages", thinking=True, messages=[
+            Message("user", [Text("hi")]), Message("assistant", [*thinking, ToolCall("c1", "f", "{}")]),
+            Message("tool", [ToolResult("c1", "ok")])])
+
+    mine = loop(BLOCKS["bedrock signed"], BLOCKS["bedrock redacted"])
+    assert reasoning.thinking_allowed(mine.messages, "converse")
+    assert not reasoning.thinking_allowed(mine.messages)  # Anthropic's API did not sign them
+    assert reasoning.left_out(mine, "converse", REASONS) == []
+    assert reasoning.left_out(mine, "messages", REASONS) == [
+        f"1 reasoning block signed by claude on bedrock: {ANTHROPIC_TAKES}",
+        f"1 redacted reasoning block from bedrock: {ANTHROPIC_TAKES}", NO_THINKING]
+    theirs = loop(BLOCKS["signed"])
+    assert not reasoning.thinking_allowed(theirs.messages, "converse")
+    assert reasoning.left_out(theirs, "converse", REASONS) == [
+        f"1 thinking block signed by anthropic: {WHY['bedrock']}", NO_THINKING_ON_BEDROCK]
+    assert reasoning.left_out(loop(BLOCKS["bedrock text"]), "chat", REASONS) == [
+        f"1 reasoning text of a bedrock upstream: {WHY['openai']}"]

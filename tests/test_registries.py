@@ -1,5 +1,6 @@
-"""The registries are complete: every wire format in FORMATS satisfies the Protocols of formats/base.py, every
-upstream kind the configuration admits has its class, and no module outside formats/ names a format's field."""
+"""The registries are complete: every wire format in FORMATS satisfies the Protocols of formats/base.py (and every
+format only upstreams speak, in UPSTREAM_FORMATS, the upstream half), every upstream kind the configuration admits
+has its class, and no module outside formats/ names a format's field."""
 
 from __future__ import annotations
 
@@ -12,9 +13,9 @@ import pytest
 
 from generated.config import UpstreamSettings
 from handlers.inference import formats  # noqa: F401  (fills FORMATS)
-from handlers.inference.canonical import Format
+from handlers.inference.canonical import Dialect, Format
 from handlers.inference.formats import base
-from handlers.inference.formats.base import FORMATS, WireFormat
+from handlers.inference.formats.base import FORMATS, UPSTREAM_FORMATS, UpstreamFormat, WireFormat
 from handlers.inference.upstreams.base import Upstream
 from handlers.inference.upstreams.http import HttpUpstream
 from handlers.inference.upstreams.registry import KINDS
@@ -55,6 +56,27 @@ def test_each_format_package_has_the_same_modules(name: str) -> None:
         ["__init__", "request", "answer", "stream", "upstream", "reader", "vocabulary"])
 
 
+UPSTREAM_ONLY = sorted(set(UPSTREAM_FORMATS) - set(FORMATS))
+
+
+def test_every_upstream_format_is_registered() -> None:
+    assert sorted(UPSTREAM_FORMATS) == sorted(get_args(Dialect))
+    assert all(UPSTREAM_FORMATS[name] is fmt for name, fmt in FORMATS.items())
+    assert UPSTREAM_ONLY == ["converse"]
+
+
+@pytest.mark.parametrize("name", UPSTREAM_ONLY)
+def test_each_upstream_only_format_is_the_upstream_half(name: str) -> None:
+    """A format no caller speaks has the modules (and Protocol members) of an upstream's side, and no others."""
+    fmt: Any = UPSTREAM_FORMATS[name]
+    assert sorted(m for m in _protocol_members(UpstreamFormat) if not hasattr(fmt, m)) == []
+    for fn in ("upstream_body", "upstream_result"):
+        want = list(inspect.signature(getattr(UpstreamFormat, fn)).parameters)[1:]
+        assert list(inspect.signature(getattr(fmt, fn)).parameters) == want, f"{name}.{fn}"
+    package = HANDLERS / "inference" / "formats" / name
+    assert sorted(p.stem for p in package.glob("*.py")) == sorted(["__init__", "upstream", "reader", "vocabulary"])
+
+
 def test_field_rules_cover_every_declared_field() -> None:
     """What a format models, leaves out or refuses is decided for every field its spec declares."""
     for fmt in FORMATS.values():
@@ -69,7 +91,7 @@ def test_every_configured_kind_has_its_class() -> None:
         assert cls.kind == kind and issubclass(cls, Upstream) and not inspect.isabstract(cls)
         assert isinstance(cls.system, str) and cls.system
         if issubclass(cls, HttpUpstream):
-            assert cls.speaks in FORMATS, f"{kind} speaks no registered format"
+            assert cls.speaks in UPSTREAM_FORMATS, f"{kind} speaks no registered format"
 
 
 def _field_names() -> set[str]:

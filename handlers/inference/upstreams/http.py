@@ -17,14 +17,14 @@ from httpx_aiohttp import AiohttpTransport, HttpxAiohttpClient
 
 from generated.config import UpstreamSettings
 from handlers.config import api_key as configured_key
-from handlers.inference.canonical import Event, Format, Request, Result
+from handlers.inference.canonical import Dialect, Event, Request, Result
 from handlers.inference.formats import reasoning
-from handlers.inference.formats.base import FORMATS, Traits, UpstreamFault, UpstreamFormat, UpstreamOptions
+from handlers.inference.formats.base import UPSTREAM_FORMATS, Traits, UpstreamFault, UpstreamFormat, UpstreamOptions
 from handlers.inference.formats.common import json_object
 from handlers.inference.formats.tools import Crossing
 from handlers.inference.upstreams.base import PLAIN, Pool, Sizes, Timeouts, Upstream, UpstreamError
 from handlers.inference.upstreams.failures import CAUGHT, ERROR_TYPE_STATUS, event_error, failure, status_error
-from handlers.inference.upstreams.sse import SseEvent, TooLarge, answer_too_large, iter_sse
+from handlers.inference.upstreams.sse import SseEvent, Unreadable, answer_too_large, iter_sse
 
 T = TypeVar("T")
 
@@ -72,7 +72,7 @@ class HttpUpstream(Upstream):
     connects until its answer is closed; the wait for one is no part of `timeouts`.
     """
 
-    speaks: ClassVar[Format]  # its wire format: a caller speaking it may also send headers meant for this kind
+    speaks: ClassVar[Dialect]  # its wire format: a caller speaking it may also send headers meant for this kind
     path: ClassVar[str]  # where it answers, unless path_for says otherwise
     error_statuses: ClassVar[Mapping[str, int]] = ERROR_TYPE_STATUS  # an error event's type -> its HTTP status
 
@@ -90,7 +90,7 @@ class HttpUpstream(Upstream):
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         super().__init__(name)
-        self.format: UpstreamFormat = FORMATS[self.speaks]
+        self.format: UpstreamFormat = UPSTREAM_FORMATS[self.speaks]
         self.timeouts = timeouts
         self.sizes = sizes
         self.pool = pool
@@ -125,6 +125,15 @@ class HttpUpstream(Upstream):
     def kind_headers(self) -> dict[str, str]:
         """Headers every request of this kind carries."""
         return {}
+
+    async def sign(self, url: httpx.URL, content: bytes, headers: Mapping[str, str]) -> Mapping[str, str]:
+        """The headers of one request to `url` with this exact body: a kind that signs each request adds its
+        signature here (the key of the others is already in the client's headers)."""
+        return headers
+
+    def frames(self, response: httpx.Response) -> AsyncIterator[SseEvent]:
+        """A streamed answer's events: server-sent events, unless the kind streams in frames of its own."""
+        return iter_sse(response, self.sizes)
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -205,8 +214,9 @@ class HttpUpstream(Upstream):
     async def _post_json(self, path: str, body: dict[str, Any], headers: Mapping[str, str]) -> dict[str, Any]:
         with self._failures():
             async with asyncio.timeout(self.timeouts.total):
-                request = self._client.build_request("POST", self._url(path), content=orjson.dumps(body),
-                                                     headers=headers)
+                url, content = self._url(path), orjson.dumps(body)
+                request = self._client.build_request("POST", url, content=content,
+                                                     headers=await self.sign(url, content, headers))
                 response = await self._client.send(request, stream=True)
                 try:
                     content = await self._read(response)
@@ -221,16 +231,19 @@ class HttpUpstream(Upstream):
 
     async def stream_sse(self, path: str, body: dict[str, Any], headers: Mapping[str, str] = _JSON
                          ) -> AsyncIterator[SseEvent]:
-        """POST a JSON body and yield the answer's server-sent events. Closing this closes the connection."""
+        """POST a JSON body and yield the answer's events (server-sent events, or the kind's own frames as `frames`
+        reads them). Closing this closes the connection."""
         await self._take_slot()
         try:
             deadline = asyncio.get_running_loop().time() + self.timeouts.total
             async with contextlib.AsyncExitStack() as stack:
-                request = self._client.stream("POST", self._url(path), content=orjson.dumps(body), headers=headers)
+                url, content = self._url(path), orjson.dumps(body)
+                headers = await self._by(deadline, self.sign(url, content, headers))
+                request = self._client.stream("POST", url, content=content, headers=headers)
                 response = await self._by(deadline, stack.enter_async_context(request))
                 if not response.is_success:
                     raise self._status_error(response, await self._by(deadline, response.aread()))
-                events = await stack.enter_async_context(contextlib.aclosing(iter_sse(response, self.sizes)))
+                events = await stack.enter_async_context(contextlib.aclosing(self.frames(response)))
                 # The deadline wraps each read, never a yield: a timeout scope must not span the consumer's code.
                 while (event := await self._by(deadline, anext(events, None))) is not None:
                     yield event
@@ -293,7 +306,7 @@ class HttpUpstream(Upstream):
             yield
         except UpstreamError:
             raise
-        except TooLarge as exc:
+        except Unreadable as exc:
             raise self.protocol_error(str(exc)) from None
         except CAUGHT as exc:
             raise failure(self.name, exc) from exc

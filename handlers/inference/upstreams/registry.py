@@ -9,12 +9,14 @@ from generated.config import UpstreamSettings
 from handlers.inference.upstreams.anthropic import AnthropicUpstream
 from handlers.inference.upstreams.azure import AzureUpstream
 from handlers.inference.upstreams.base import Upstream
+from handlers.inference.upstreams.bedrock import BedrockUpstream
 from handlers.inference.upstreams.echo import EchoUpstream
 from handlers.inference.upstreams.openai import OpenAIUpstream
 from handlers.inference.upstreams.responses import ResponsesUpstream
 
 KINDS: dict[str, type[Upstream]] = {
-    kind.kind: kind for kind in (OpenAIUpstream, AnthropicUpstream, ResponsesUpstream, AzureUpstream, EchoUpstream)
+    kind.kind: kind
+    for kind in (OpenAIUpstream, AnthropicUpstream, ResponsesUpstream, AzureUpstream, EchoUpstream, BedrockUpstream)
 }
 
 

@@ -17,8 +17,12 @@ class SseEvent(NamedTuple):
     data: str
 
 
-class TooLarge(Exception):
-    """An answer or an event past its size limit (Sizes): the upstream's failure, never the caller's."""
+class Unreadable(Exception):
+    """A streamed answer the transport cannot read: the upstream's failure, never the caller's."""
+
+
+class TooLarge(Unreadable):
+    """An answer or an event past its size limit (Sizes)."""
 
 
 def answer_too_large(limit: int) -> TooLarge:

@@ -122,7 +122,12 @@ class StreamRenderer(StreamState):
 
     def on_thinking(self, ev: ThinkingDelta) -> bytes:
         """Consecutive pieces are one thinking block until a signature ends it; redacted data is a block of its own,
-        whole at its start."""
+        whole at its start. Another provider's seal (Bedrock's signature, redacted data) goes back only to it: its
+        text alone is shown, and its signature still ends its block, as in the whole answer."""
+        if ev.format not in (None, "messages"):
+            if ev.signature and not ev.text and self._thinking_open:
+                return self._close()
+            ev = ThinkingDelta(ev.text)
         if ev.redacted is not None:
             return self._begin({"type": "redacted_thinking", "data": ev.redacted}) + self._close()
         if not ev.text and not ev.signature:

@@ -70,7 +70,7 @@ def _passthrough(request: Request, model: str, options: UpstreamOptions, traits:
     if isinstance(thinking, dict) and thinking.get("type") in _ANTHROPIC_THINKING:
         wanted: dict[str, Any] | None = thinking  # Anthropic's own words, as the caller wrote them
     else:  # this gateway's own forms (an effort word): Anthropic's words for the tier
-        wanted = _effort_thinking(request, traits) if thinking is not None else None
+        wanted = effort_thinking(request, traits) if thinking is not None else None
     if wanted is not None and (wanted.get("type") == "disabled" or thinking_allowed(request.messages)):
         body["thinking"] = wanted
     _room_for_thinking(body, request, options)
@@ -103,7 +103,7 @@ def _drop_output_effort(body: dict[str, Any]) -> None:
 # --- effort -------------------------------------------------------------------------------------------------------
 
 
-def _effort_thinking(request: Request, traits: Traits) -> dict[str, Any] | None:
+def effort_thinking(request: Request, traits: Traits) -> dict[str, Any] | None:
     """Anthropic's thinking for a reasoning model: off when the caller turned reasoning off, else a budget (the
     caller's own, or the policy's for the effort tier). Minimal effort, or a word with no tier, is no thinking."""
     if not traits.reasoning:
@@ -136,7 +136,7 @@ def _translated(request: Request, model: str, options: UpstreamOptions, traits: 
     # seed has no Anthropic word and is best effort by OpenAI's own definition: it is left out.
     body.update(present(system=_system(request), temperature=request.temperature, top_p=request.top_p,
                         stop_sequences=request.stop))
-    thinking = _effort_thinking(request, traits) if thinking_allowed(request.messages) else None
+    thinking = effort_thinking(request, traits) if thinking_allowed(request.messages) else None
     body.update(present(thinking=thinking))
     tools = [*(_upstream_tool(t) for t in crossing.functions), *crossing.hosted]
     if request.output is not None:

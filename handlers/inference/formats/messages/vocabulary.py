@@ -138,7 +138,9 @@ def tool_use_block(call_id: str, name: str, arguments: dict[str, Any], mark: Cac
 
 def thinking_block(block: Thinking) -> dict[str, Any] | None:
     """Reasoning as Anthropic shows it: redacted data as it came, else the text with its signature ("" when the
-    reasoning came from another provider, which signs nothing). Nothing to show is no block."""
+    reasoning came from another provider, whose own seal goes back only to it). Nothing to show is no block."""
+    if block.format not in (None, "messages"):
+        block = Thinking(block.text)
     if block.redacted is not None:
         return {"type": "redacted_thinking", "data": block.redacted}
     if not block.text and not block.signature:
