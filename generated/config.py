@@ -285,11 +285,11 @@ class PriceSettings(BaseModel):
     """
     cached_input: StrictStr | StrictFloat | None = None
     """
-    Input tokens read from a prompt cache; unset, the data's, else the input price.
+    Input tokens read from a prompt cache; unset, the input price when the config sets `input`, else the data's, else the input price.
     """
     cache_write: StrictStr | StrictFloat | None = None
     """
-    Input tokens written to a prompt cache (Anthropic); unset, the data's, else the input price.
+    Input tokens written to a prompt cache (Anthropic); unset, the input price when the config sets `input`, else the data's, else the input price.
     """
 
 

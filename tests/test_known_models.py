@@ -289,6 +289,22 @@ def test_the_catalogs_cost_is_genai_prices_own(provider: known.DataProvider, nam
                                            usage.cached_input_tokens or 0, usage.cache_write_tokens or 0)
 
 
+def test_a_configured_input_price_is_what_the_cache_prices_follow() -> None:
+    """`price: {input: 0, output: 0}` on a model the data prices makes it free (nothing held, cache reads and writes
+    included); a configured cache price still wins."""
+    cases = [({"input": 0, "output": 0}, Decimal(0), Decimal(0)),
+             # 200 plain + 300 cached at 1, 1000 written at 2; the worst case: every input token at 2
+             ({"input": 1, "output": 0, "cache_write": 2}, Decimal("0.0025"), Decimal("0.2"))]
+    for price, cost, worst in cases:
+        cfg = config_mod.parse({"upstreams": {"u": KIND[ANTHROPIC]}, "models": [
+            {"id": "m", "upstream": "u", "name": "claude-sonnet-4-5", "price": price}]}, "test config")
+        model = Catalog.from_config(cfg).resolve("m")
+        assert model is not None and model.known_as is not None
+        assert model.cost(Usage(1500, 10, 1000, 0)) == Decimal(1500) * price["input"] / 10**6
+        assert model.cost(Usage(1500, 0, 300, 1000)) == cost
+        assert model.worst_case(100_000, 4096) == worst
+
+
 def test_lookup_prints_what_the_data_knows(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli(["models", "lookup", "o3"]) == 0
     shown = json.loads(capsys.readouterr().out)

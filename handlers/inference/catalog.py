@@ -118,13 +118,19 @@ def _model(m: ModelSettings, data: Known | None) -> Model:
     d = data or Known(data_id="", provider="")
     src: dict[str, Source] = {}
     price = m.price
-    configured = tuple(v is not None for v in (price.input, price.output, price.cached_input, price.cache_write))
+    # A configured input price is what the cache prices follow unless the config says them too: the data's cache
+    # prices go with the data's input price (so `price: {input: 0, output: 0}` is free).
+    own_input = price.input is not None
+    cached = None if own_input else d.cached_input
+    written = None if own_input else d.cache_write
+    configured = (own_input, price.output is not None, own_input or price.cached_input is not None,
+                  own_input or price.cache_write is not None)
     return Model(
         id=m.id, upstream=m.upstream, name=m.name, aliases=tuple(m.aliases),
         price_in=_pick(src, _INPUT, _price(price.input), d.input) or Decimal(0),
         price_out=_pick(src, _OUTPUT, _price(price.output), d.output) or Decimal(0),
-        price_cached_in=_pick(src, _CACHED, _price(price.cached_input), d.cached_input),
-        price_cache_write=_pick(src, _WRITTEN, _price(price.cache_write), d.cache_write),
+        price_cached_in=_pick(src, _CACHED, _price(price.cached_input), cached),
+        price_cache_write=_pick(src, _WRITTEN, _price(price.cache_write), written),
         tiers=_tiers(data, configured),
         context_window=_pick(src, _WINDOW, m.context_window, d.context_window),
         max_output_tokens=_pick(src, _MOST_OUTPUT, m.max_output_tokens, d.max_output_tokens),
