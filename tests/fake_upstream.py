@@ -237,7 +237,7 @@ class FakeUpstream:
             body, headers = fake_bedrock.error(403, bad.message, bad.error_type)
             return JSONResponse(body, 403, headers=headers)
         self.signed.append(signed)
-        body, reply = await self._receive(request, raw=raw, path=path)
+        body, reply = await self._receive(request, "converse", raw=raw, path=path)
         if reply.status >= 400:
             answer, headers = fake_bedrock.reply_error(reply)
             return JSONResponse(answer, reply.status, headers=headers)

@@ -28,13 +28,16 @@ import pytest
 import yaml
 
 from tests.agent_provider import QUOTE, AgentProvider, Task
+from tests.conformance_support import aws_environment
 from tests.conftest import free_port, spawn, stop, tool, unavailable
 from tests.fake_upstream import FakeUpstream
 
 AGENTS_DIR = Path(__file__).parent / "agents"
-KINDS = ("anthropic", "openai", "responses")
+KINDS = ("anthropic", "openai", "responses", "bedrock")
 MODEL = {kind: f"acme/on-{kind}" for kind in KINDS}
-UPSTREAM_PATH = {"anthropic": "/v1/messages", "openai": "/v1/chat/completions", "responses": "/v1/responses"}
+UPSTREAM_PATH = {"anthropic": "/v1/messages", "openai": "/v1/chat/completions", "responses": "/v1/responses",
+                 "bedrock": "/model/"}  # bedrock's path is /model/{modelId}/converse-stream
+BEDROCK_NAME = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"  # Claude through an inference profile
 RUN_SECONDS = 120  # an agent that has not finished by then is stuck; the test fails with its output
 
 
@@ -114,18 +117,21 @@ def gateway(fake: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> Ite
         "anthropic": {"kind": "anthropic", "base_url": fake.anthropic_url},
         "openai": {"kind": "openai", "base_url": fake.url},
         "responses": {"kind": "responses", "base_url": fake.url},
+        "bedrock": {"kind": "bedrock", "region": "us-east-1", "base_url": fake.bedrock_url},
     }
     config = where / "specway.yaml"
     config.write_text(yaml.safe_dump({
         "server": {"log_level": "info"},
         "store": {"url": f"sqlite:///{where / 'specway.db'}"},
         "upstreams": upstreams,
-        "models": [{"id": MODEL[kind], "upstream": kind, "name": f"{kind}-coder", "context_window": 200000,
-                    "reasoning": True}
+        "models": [{"id": MODEL[kind], "upstream": kind, "name": BEDROCK_NAME if kind == "bedrock" else f"{kind}-coder",
+                    "context_window": 200000, "reasoning": True, "price": {"input": 0, "output": 0}}
                    for kind in KINDS],
     }))
     port = free_port()
-    proc, key = spawn(config, port, where / "serve.log")
+    with pytest.MonkeyPatch.context() as mp:  # the gateway signs its Bedrock calls with the fake's AWS key
+        aws_environment(mp, where)
+        proc, key = spawn(config, port, where / "serve.log")
     trap = Trap()
     try:
         yield Gateway(f"http://127.0.0.1:{port}", key, where / "serve.log", trap)
@@ -240,7 +246,7 @@ def test_agent_runs_its_tool_through_the_gateway(agents: Path, fake: FakeUpstrea
         assert "hello.txt" in result, result
     assert QUOTE in answer and result.strip() in answer, (answer, result)
     paths = {r.path for r in fake.requests}
-    assert UPSTREAM_PATH[kind] in paths, paths
+    assert any(path.startswith(UPSTREAM_PATH[kind]) for path in paths), paths
     lines = request_lines(gateway.log, start)
     assert lines, "the gateway logged no request"
     assert [line for line in lines if not 200 <= int(line["status"]) < 300] == [], lines  # type: ignore[call-overload]
