@@ -1432,8 +1432,8 @@ class ResponseObject(StrictModel):
     output: list[ResponseOutputItem]
     output_text: StrictStr
     usage: ResponseUsage
-    tools: list[dict[str, Any]] = None
+    tools: list[Any] = None
     """
-    The request's tools as the caller wrote them, with what OpenAI's schema requires of each (a function tool's strict and parameters, null when not said).
+    The request's tools as the caller wrote them, with what OpenAI's schema requires of each (a function tool's strict and parameters, null when not said). Tools are not validated, so an item is echoed as it came even when it is not an object.
     """
     text: ResponseTextEcho = None

@@ -47,6 +47,16 @@ def test_quickstart_on_every_endpoint(client: httpx.Client) -> None:
     assert r.headers["x-specway-decision-id"] == resp.id.removeprefix("resp_")
 
 
+def test_tools_that_are_not_objects_are_echoed_as_the_spec_says(client: httpx.Client) -> None:
+    """Tools are carried, never validated (the reference says so): the Responses answer echoes them as they came,
+    and stays valid against the spec's ResponseObject."""
+    tools = [False, {"": None}, [[]], {"type": "function", "name": "f"}]
+    r = client.post("/v1/responses", json={"input": "hi", "tools": tools})
+    assert r.status_code == 200, r.text
+    echoed = models.ResponseObject.model_validate(r.json()).model_dump()["tools"]
+    assert echoed[:3] == tools[:3] and echoed[3]["name"] == "f"
+
+
 @pytest.mark.parametrize(("path", "body", "first_event"), [
     ("/v1/chat/completions", CHAT, b"data: {"),
     ("/v1/messages", {**CHAT, "max_tokens": 64}, b"event: message_start"),

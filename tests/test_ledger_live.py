@@ -20,6 +20,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import asyncpg
 import httpx
 import pytest
@@ -29,8 +30,10 @@ from tests.conftest import free_port, fresh_postgres, spawn, stop
 from tests.fake_upstream import FakeUpstream
 from tests.test_metering import BODY, gateway_config, held, key_info, make_key, two_gateways
 from tests.test_operations import scrape
+from tests.test_upstream_pool import open_files
 
 STREAM = {**BODY, "stream": True, "stream_options": {"include_usage": True}}
+ARRIVALS = 4000
 
 
 @pytest.fixture(scope="module")
@@ -173,3 +176,45 @@ def test_kill_9_loses_the_same_requests_from_spend_records_and_usage(tmp_path: P
         assert _held(db) == (0, Decimal(0))
         assert Decimal(httpx.get(f"{url}/v1/key", headers=headers).json()["spend"]["total"]) == spend  # kept
     assert _books(db, key_id) == (spend, recorded, costs, usage)
+
+
+async def _arrivals(url: str, key: str, n: int) -> list[tuple[int, str | None, str]]:
+    """`n` priced streams sent at once, each on its own connection: (status, Retry-After, error code or "")."""
+    body = {**STREAM, "model": "acme/paid"}
+    timeout = aiohttp.ClientTimeout(total=300)
+
+    async def one(session: aiohttp.ClientSession) -> tuple[int, str | None, str]:
+        async with session.post(f"{url}/v1/chat/completions", json=body,
+                                headers={"Authorization": f"Bearer {key}"}) as r:
+            text = await r.text()
+            code = json.loads(text)["error"]["code"] if r.status != 200 else ""
+            return r.status, r.headers.get("Retry-After"), code
+
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, force_close=True),
+                                     timeout=timeout) as session:
+        return list(await asyncio.gather(*(one(session) for _ in range(n))))
+
+
+def test_four_thousand_arrivals_on_two_workers_are_served_or_refused_at_once(fake: FakeUpstream,
+                                                                             tmp_path: Path) -> None:
+    """Priced streams on PostgreSQL, all arriving at once: no key lookup or hold fails for the store while it is up,
+    anything refused is a 503 with Retry-After, and no worker is killed."""
+    fake.reset()
+    open_files(3 * ARRIVALS + 512)
+    with fresh_postgres() as url:
+        path = tmp_path / "specway.yaml"
+        path.write_text(yaml.safe_dump(gateway_config(fake, url)))
+        port = free_port()
+        proc, admin = spawn(path, port, tmp_path / "serve.log", "--workers", "2")
+        try:
+            gateway = f"http://127.0.0.1:{port}"
+            key = make_key(gateway, admin, "1000")
+            answers = asyncio.run(_arrivals(gateway, key, ARRIVALS))
+        finally:
+            stop(proc)
+    refused = [(status, retry, code) for status, retry, code in answers if status != 200]
+    assert [a for a in refused if a[2] == "store_unavailable"] == []
+    assert [a for a in refused if a[0] != 503 or not a[1]] == []
+    assert len(answers) - len(refused) > ARRIVALS // 2, refused[:5]  # most are served
+    log = (tmp_path / "serve.log").read_text()
+    assert "died" not in log and "was not ready" not in log
