@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
 import signal
 import sqlite3
 import threading
@@ -126,7 +127,8 @@ def _books(db: Path, key_id: str) -> tuple[Decimal, set[str], Decimal, Decimal]:
     return spend, {r["id"] for r in records}, sum((Decimal(r["cost"]) for r in records), Decimal(0)), usage
 
 
-def test_kill_9_loses_the_same_requests_from_spend_records_and_usage(tmp_path: Path) -> None:
+@pytest.mark.parametrize("run", range(3))
+def test_kill_9_loses_the_same_requests_from_spend_records_and_usage(tmp_path: Path, run: int) -> None:
     """Whole requests and streams under load, the worker killed: spend = the records' costs = usage, every request
     answered more than one flush interval before the kill is in all three, and what the dead worker held is freed."""
     flush = 1.0
@@ -153,7 +155,7 @@ def test_kill_9_loses_the_same_requests_from_spend_records_and_usage(tmp_path: P
         threads = [threading.Thread(target=load, args=(i % 2 == 1,)) for i in range(4)]
         for t in threads:
             t.start()
-        time.sleep(3)
+        time.sleep(random.uniform(1.5, 4))  # a kill at any moment: mid-request, mid-flush, between flushes
         killed_at = time.monotonic()
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(10)
