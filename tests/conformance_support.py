@@ -19,7 +19,7 @@ import openai
 import pytest
 
 from tests.conftest import Live, serve
-from tests.fake_upstream import AWS_KEY, FakeUpstream
+from tests.fake_upstream import AWS_KEY, FakeUpstream, aws_environment
 
 FORMATS = ("chat", "responses", "messages")
 # azure-chat and azure-responses are the azure kind through each of its surfaces: Chat Completions on the dated
@@ -114,19 +114,6 @@ def fixture_live(fake: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -
         aws_environment(mp, tmp_path_factory.mktemp("aws"))
         with serve(config, tmp_path_factory.mktemp("conformance")) as g:
             yield g
-
-
-def aws_environment(mp: pytest.MonkeyPatch, folder: Any) -> None:
-    """botocore's credential chain with only the fake's key in it (no config files, no instance metadata)."""
-    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_ROLE_ARN",
-                 "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
-                 "AWS_CONTAINER_CREDENTIALS_FULL_URI"):
-        mp.delenv(name, raising=False)
-    mp.setenv("AWS_CONFIG_FILE", str(folder / "config"))
-    mp.setenv("AWS_SHARED_CREDENTIALS_FILE", str(folder / "credentials"))
-    mp.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    mp.setenv("AWS_ACCESS_KEY_ID", AWS_KEY.access_key)
-    mp.setenv("AWS_SECRET_ACCESS_KEY", AWS_KEY.secret)
 
 
 @dataclass

@@ -34,7 +34,8 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Self
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Self
 
 import orjson
 import uvicorn
@@ -48,9 +49,25 @@ from tests import fake_azure, fake_bedrock
 from tests.fake_bedrock import AwsKey, BadSignature, Signed
 from tests.fake_dialects import ERRORS, STREAMS, WHOLE, Reply, Usage, default_usage, messages_error
 
+if TYPE_CHECKING:
+    from pytest import MonkeyPatch
+
 AWS_KEY = AwsKey("AKIDFAKEBEDROCK00001", "fake/secret+key/for/sigv4/only0000000001")
 
-__all__ = ["FakeUpstream", "Received", "Reply", "Usage", "count_words", "fake_vector"]
+
+def aws_environment(mp: MonkeyPatch, folder: Path) -> None:
+    """botocore's credential chain with only AWS_KEY in it (no config files, no instance metadata)."""
+    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_ROLE_ARN",
+                 "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+                 "AWS_CONTAINER_CREDENTIALS_FULL_URI"):
+        mp.delenv(name, raising=False)
+    mp.setenv("AWS_CONFIG_FILE", str(folder / "config"))
+    mp.setenv("AWS_SHARED_CREDENTIALS_FILE", str(folder / "credentials"))
+    mp.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    mp.setenv("AWS_ACCESS_KEY_ID", AWS_KEY.access_key)
+    mp.setenv("AWS_SECRET_ACCESS_KEY", AWS_KEY.secret)
+
+__all__ = ["AWS_KEY", "FakeUpstream", "Received", "Reply", "Usage", "aws_environment", "count_words", "fake_vector"]
 
 @dataclass
 class Received:

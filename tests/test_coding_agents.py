@@ -28,9 +28,8 @@ import pytest
 import yaml
 
 from tests.agent_provider import QUOTE, AgentProvider, Task
-from tests.conformance_support import aws_environment
 from tests.conftest import free_port, spawn, stop, tool, unavailable
-from tests.fake_upstream import FakeUpstream
+from tests.fake_upstream import FakeUpstream, aws_environment
 
 AGENTS_DIR = Path(__file__).parent / "agents"
 KINDS = ("anthropic", "openai", "responses", "bedrock")

@@ -37,7 +37,7 @@ from handlers.inference.upstreams.eventstream import iter_eventstream
 from handlers.inference.upstreams.sse import SseEvent, TooLarge
 from tests import fake_bedrock
 from tests.fake_bedrock import AwsKey
-from tests.fake_upstream import AWS_KEY, FakeUpstream
+from tests.fake_upstream import AWS_KEY, FakeUpstream, aws_environment
 from tests.upstream_support import failure, fixture_fake, fixture_server  # noqa: F401  (fixtures)
 
 REGION = "eu-west-3"
@@ -51,15 +51,7 @@ Build = Callable[..., BedrockUpstream]
 def fixture_aws(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     """botocore's chain with nothing of this machine in it: no config files, no instance metadata, the fake's key in
     the environment. Returns a folder for config files a test writes."""
-    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_ROLE_ARN",
-                 "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
-                 "AWS_CONTAINER_CREDENTIALS_FULL_URI"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "credentials"))
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", AWS_KEY.access_key)
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", AWS_KEY.secret)
+    aws_environment(monkeypatch, tmp_path)
     return tmp_path
 
 
