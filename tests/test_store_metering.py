@@ -4,16 +4,18 @@ never overspends, whoever asks at the same time (fixtures in tests/store_support
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import multiprocessing
 import re
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal as D
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from handlers.metering import money
-from handlers.store import Store
+from handlers.store import SQLiteStore, Store
 from handlers.store.base import Limits, Refused
 from handlers.store.sqlbase import SQLStore
 from tests.store_support import (
@@ -254,3 +256,23 @@ async def test_two_processes_never_overspend(store: SQLStore, backend: Backend, 
         assert worker.exitcode == 0
     assert sum(counts) == 10
     await _assert_ten_paid(store, ws_id, key_id)
+
+
+async def test_a_caller_cancelled_while_its_transaction_begins_leaves_the_writer_usable(tmp_path: Path) -> None:
+    """SQLite runs a statement on its own thread whatever the caller does: a caller cancelled at any point of its
+    transaction must not leave the connection inside it (every later write failed)."""
+    store = SQLiteStore(str(tmp_path / "cancel.db"))
+    await store.open()
+    try:
+        ws_id, key_id = await funded_key(store, D(100))
+        for delay in [0, 0.0001, 0.0005, 0.001, 0.002, 0.005] * 5:
+            task = asyncio.ensure_future(store.reserve(key_id, D("0.01"), NOW, money.hold))
+            await asyncio.sleep(delay)
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            await store.finish(await store.reserve(key_id, D("0.01"), NOW, money.hold), D("0.01"), money.finish)
+        ws = await store.get_workspace(ws_id)
+        assert ws is not None and ws.spend_total == D("0.30")
+    finally:
+        await store.close()

@@ -7,12 +7,14 @@ several processes starting together apply each file once and a failed file leave
 
 from __future__ import annotations
 
+import asyncio
 import re
 import sqlite3
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import aiosqlite
 import asyncpg
@@ -65,13 +67,31 @@ def sqlite_statements(script: str) -> list[str]:
 async def immediate(db: aiosqlite.Connection) -> AsyncIterator[aiosqlite.Connection]:
     """A BEGIN IMMEDIATE transaction on an autocommit connection: the file's write lock is taken before the
     first read (waiting up to busy_timeout), so nothing read can change before COMMIT."""
-    await db.execute("BEGIN IMMEDIATE")
+    try:
+        await _through(db.execute("BEGIN IMMEDIATE"))
+    except asyncio.CancelledError:
+        if db.in_transaction:  # the BEGIN ran on after the caller left: give the transaction back
+            await _through(db.execute("ROLLBACK"))
+        raise
     try:
         yield db
-        await db.execute("COMMIT")
+        await _through(db.execute("COMMIT"))
     except BaseException:
         if db.in_transaction:
-            await db.execute("ROLLBACK")
+            await _through(db.execute("ROLLBACK"))
+        raise
+
+
+async def _through(call: Awaitable[Any]) -> Any:
+    """An aiosqlite call awaited to its end even when the caller is cancelled meanwhile: the statement runs on
+    aiosqlite's thread regardless, and only once it has ended is the connection's transaction state known (a BEGIN
+    left behind by a cancelled caller made every later transaction fail with "cannot start a transaction within a
+    transaction")."""
+    task = asyncio.ensure_future(call)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await asyncio.wait([task])
         raise
 
 
