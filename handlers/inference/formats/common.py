@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 import orjson
@@ -129,6 +130,17 @@ def unread(fmt: Format, what: str, kind: str) -> None:
         _warned.add(key)
         log.warning("a %s upstream sent a %s type the reader does not know: %s", fmt, what, kind)
     metrics.UNREAD.labels(fmt, what, kind if key in _warned else "other").inc()
+
+
+def arguments_at_end(index: int, tools: Mapping[int, int], outputs: AbstractSet[int],
+                     with_arguments: AbstractSet[int]) -> list[Event]:
+    """What a content block that ends (Anthropic's and Converse's tool blocks, by block index) still owes: a call
+    without arguments streams no JSON at all, and callers of the chat format expect "{}"."""
+    if index in with_arguments:
+        return []
+    if index in outputs:
+        return [TextDelta("{}")]
+    return [ToolCallDelta(tools[index], "{}")] if index in tools else []
 
 
 def json_object(data: str) -> dict[str, Any]:

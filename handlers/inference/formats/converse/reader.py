@@ -29,7 +29,7 @@ from handlers.inference.canonical import (
     UsageReport,
 )
 from handlers.inference.formats.base import UpstreamFault
-from handlers.inference.formats.common import json_object
+from handlers.inference.formats.common import arguments_at_end, json_object
 from handlers.inference.formats.converse.vocabulary import STOP_READ, STREAM_EXCEPTIONS, read_usage
 from handlers.inference.formats.messages.vocabulary import is_output_tool
 
@@ -135,13 +135,8 @@ class UpstreamReader:
         return []
 
     def _block_stop(self, payload: dict[str, Any]) -> list[Event]:
-        # A call without arguments streams no JSON at all; callers of the chat format expect "{}".
         index = payload.get("contentBlockIndex", 0)
-        if index in self._with_arguments:
-            return []
-        if index in self._outputs:
-            return [TextDelta("{}")]
-        return [ToolCallDelta(self._tools[index], "{}")] if index in self._tools else []
+        return arguments_at_end(index, self._tools, self._outputs, self._with_arguments)
 
     def _message_stop(self, payload: dict[str, Any]) -> list[Event]:
         answered = bool(self._outputs) and not self._tools

@@ -37,7 +37,7 @@ from handlers.inference.canonical import (
     UsageReport,
 )
 from handlers.inference.formats.base import UpstreamFault
-from handlers.inference.formats.common import json_object, unread
+from handlers.inference.formats.common import arguments_at_end, json_object, unread
 from handlers.inference.formats.messages.vocabulary import STOP_READ, is_output_tool, read_usage
 
 # The content block types canonical models.
@@ -247,12 +247,7 @@ class UpstreamReader:
         if index in self._cited:
             self._cited.discard(index)
             return [TextEnd()]
-        # A call without arguments streams no JSON at all; callers of the chat format expect "{}".
-        if index in self._with_arguments:
-            return []
-        if index in self._outputs:
-            return [TextDelta("{}")]
-        return [ToolCallDelta(self._tools[index], "{}")] if index in self._tools else []
+        return arguments_at_end(index, self._tools, self._outputs, self._with_arguments)
 
     def _message_delta(self, payload: dict[str, Any]) -> list[Event]:
         self._add_usage(payload.get("usage"))
