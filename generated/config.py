@@ -352,13 +352,13 @@ class UpstreamSettings(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
     )
-    kind: Literal["openai", "anthropic", "responses", "azure", "echo", "bedrock"]
+    kind: Literal["openai", "anthropic", "responses", "azure", "echo", "bedrock", "gemini", "vertex"]
     """
-    openai (any OpenAI-compatible Chat Completions server), anthropic (the Messages API), responses (the OpenAI Responses API), azure (Azure OpenAI, see `azure`), echo (built in), or bedrock (Amazon Bedrock's Converse API, signed with AWS credentials).
+    openai (any OpenAI-compatible Chat Completions server), anthropic (the Messages API), responses (the OpenAI Responses API), azure (Azure OpenAI, see `azure`), echo (built in), bedrock (Amazon Bedrock's Converse API, signed with AWS credentials), gemini (the Gemini API's generateContent) or vertex (Vertex AI, signed in with Google credentials; Gemini models through generateContent, Anthropic's Claude models through the Messages API at rawPredict).
     """
     base_url: StrictStr | None = None
     """
-    For openai and responses, the URL that ends in /v1; for anthropic, the URL without /v1; for azure, the resource's endpoint, https://RESOURCE.openai.azure.com (a trailing /openai or /openai/v1 is taken off). For bedrock it is optional (AWS's endpoint_url), https://bedrock-runtime.REGION.amazonaws.com by default.
+    For openai and responses, the URL that ends in /v1; for anthropic, the URL without /v1; for azure, the resource's endpoint, https://RESOURCE.openai.azure.com (a trailing /openai or /openai/v1 is taken off). For bedrock it is optional (AWS's endpoint_url), https://bedrock-runtime.REGION.amazonaws.com by default; for gemini, optional, https://generativelanguage.googleapis.com by default (without /v1beta); for vertex, optional, https://LOCATION-aiplatform.googleapis.com by default (https://aiplatform.googleapis.com for location global), without /v1 (a regional or private endpoint, a test's fake).
     """
     region: StrictStr | None = Field(None, min_length=1)
     """
@@ -368,9 +368,21 @@ class UpstreamSettings(BaseModel):
     """
     bedrock only; the shared AWS profile whose credentials sign requests. Without it the credentials are those botocore finds (environment, the default profile, web identity, container and instance roles), refreshed as botocore refreshes them. bedrock takes no api_key_env.
     """
+    project: StrictStr | None = Field(None, min_length=1)
+    """
+    vertex only, and required there; the Google Cloud project whose Vertex AI is called.
+    """
+    location: StrictStr | None = Field(None, min_length=1)
+    """
+    vertex only, and required there; the Vertex AI location (us-central1, europe-west4, global ...) requests are sent to.
+    """
+    credentials_env: StrictStr | None = Field(None, min_length=1)
+    """
+    vertex only; the environment variable that holds the path of a service-account key file (never the key itself). Without it, or when that variable is unset, the credentials are Google's Application Default Credentials (GOOGLE_APPLICATION_CREDENTIALS, the gcloud user's, the metadata server's). Access tokens are cached and refreshed before they expire; vertex takes no api_key_env.
+    """
     api_key_env: StrictStr | None = None
     """
-    The environment variable that holds the upstream's API key (never the key itself). An azure upstream sends it as `api-key`; give it this or `azure.entra`, not both.
+    The environment variable that holds the upstream's API key (never the key itself). An azure upstream sends it as `api-key`, a gemini upstream as `x-goog-api-key`; an azure upstream takes this or `azure.entra`, not both.
     """
     headers: dict[str, StrictStr] = {}
     """

@@ -196,7 +196,7 @@ class PriceSources(StrictModel):
 
 class DecisionUsage(StrictModel):
     """
-    The tokens a request used; null where the upstream did not say. input_tokens counts every prompt token, cache reads and cache writes included; each of those is also given apart, as it is priced apart.
+    The tokens a request used; null where the upstream did not say. input_tokens counts every prompt token, cache reads and cache writes included; each of those is also given apart, as it is priced apart. output_tokens counts every generated token, reasoning included (given apart too).
     """
 
     model_config = ConfigDict(
@@ -211,6 +211,10 @@ class DecisionUsage(StrictModel):
     cache_write_tokens: StrictInt | None = None
     """
     Written to a prompt cache (part of input_tokens).
+    """
+    reasoning_tokens: StrictInt | None = None
+    """
+    The model's thinking (part of output_tokens, and priced as output), where the upstream says it apart (Gemini's thoughtsTokenCount, OpenAI's reasoning_tokens).
     """
 
 
@@ -607,6 +611,10 @@ class UsageCounts(StrictModel):
     cache_write_tokens: StrictInt
     """
     Of the input, written to a prompt cache.
+    """
+    reasoning_tokens: StrictInt
+    """
+    Of the output, the models' thinking (where the upstream said it apart).
     """
     cost: Money
 

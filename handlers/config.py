@@ -140,10 +140,11 @@ def _check(config: Config, source: str) -> None:
                 problems.append(f"models.{i}: {name!r} is already the id or an alias of {names[name]!r}")
             names[name] = m.id
     for up_name, up in config.upstreams.items():
-        if up.kind not in ("echo", "bedrock") and not up.base_url:
+        if up.kind not in ("echo", "bedrock", "gemini", "vertex") and not up.base_url:
             problems.append(f"upstreams.{up_name}.base_url: required for kind {up.kind}")
         problems += _aws_problems(up_name, up)
         problems += _azure_problems(up_name, up)
+        problems += _google_problems(up_name, up)
     for pol_name, pol in config.policies.items():
         refs = [("default_model", pol.default_model)] if pol.default_model else []
         refs += [(f"effort.{tier}", m) for tier, ms in pol.effort.items() for m in ms.root]
@@ -162,6 +163,17 @@ def _aws_problems(name: str, up: UpstreamSettings) -> list[str]:
             if up.api_key_env else [])
     return [f"upstreams.{name}.{field}: only kind bedrock takes it" for field in ("region", "profile")
             if getattr(up, field)]
+
+
+def _google_problems(name: str, up: UpstreamSettings) -> list[str]:
+    """vertex signs in with Google credentials in one project and location; those mean nothing to another kind."""
+    fields = ("project", "location", "credentials_env")
+    if up.kind == "vertex":
+        return [f"upstreams.{name}.{field}: required for kind vertex" for field in fields[:2]
+                if not getattr(up, field)] + (
+            [f"upstreams.{name}.api_key_env: kind vertex signs in with Google credentials, not a key"]
+            if up.api_key_env else [])
+    return [f"upstreams.{name}.{field}: only kind vertex takes it" for field in fields if getattr(up, field)]
 
 
 def _azure_problems(name: str, up: UpstreamSettings) -> list[str]:

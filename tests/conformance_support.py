@@ -18,23 +18,31 @@ import httpx
 import openai
 import pytest
 
+from tests import fake_gemini
 from tests.conftest import Live, serve
-from tests.fake_upstream import AWS_KEY, FakeUpstream, aws_environment
+from tests.fake_upstream import AWS_KEY, GEMINI_KEY, FakeUpstream, aws_environment
 
 FORMATS = ("chat", "responses", "messages")
 # azure-chat and azure-responses are the azure kind through each of its surfaces: Chat Completions on the dated
 # deployment path, Responses on the v1 API (tests/fake_azure.py); each reads as the openai or responses kind whose wire
-# shapes it speaks (wire()), apart from its path, its query and its api-key. bedrock speaks Converse, its own.
-KINDS = ("openai", "anthropic", "responses", "azure-chat", "azure-responses", "echo", "bedrock")
+# shapes it speaks (wire()), apart from its path, its query and its api-key. bedrock speaks Converse, its own; gemini
+# Gemini's generateContent. vertex and vertex-claude are one vertex upstream (signed in with a service account for
+# real, tests/fake_gemini.py): a Gemini model, read as the gemini kind, and a Claude model, read as the anthropic kind,
+# apart from their paths and token.
+KINDS = ("openai", "anthropic", "responses", "azure-chat", "azure-responses", "echo", "bedrock", "gemini", "vertex",
+         "vertex-claude")
 NATIVE = {"chat": "openai", "responses": "responses", "messages": "anthropic"}  # the kind that speaks each format
 MODEL = {"openai": "acme/oa", "anthropic": "acme/an", "responses": "acme/rs", "azure-chat": "acme/az",
-         "azure-responses": "acme/azr", "echo": "acme/echo", "bedrock": "acme/bd"}
+         "azure-responses": "acme/azr", "echo": "acme/echo", "bedrock": "acme/bd", "gemini": "acme/gm",
+         "vertex": "acme/vx", "vertex-claude": "acme/vc"}
 PLAIN = "acme/oa-plain"  # not a reasoning model: effort routes, and is never forwarded
 BEDROCK_MODEL = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"  # an inference profile id: Claude, with a colon
 UPSTREAM_MODEL = {"openai": "gpt-up", "anthropic": "claude-up", "responses": "resp-up", "azure-chat": "gpt-az-deploy",
-                  "azure-responses": "resp-az-deploy", PLAIN: "gpt-plain", "bedrock": BEDROCK_MODEL}
+                  "azure-responses": "resp-az-deploy", PLAIN: "gpt-plain", "bedrock": BEDROCK_MODEL,
+                  "gemini": "gemini-up", "vertex": "gemini-vx", "vertex-claude": "claude-vx@20250929"}
 AZURE_VERSION = "2024-10-21"
 BEDROCK_REGION = "us-east-1"
+VERTEX_PROJECT, VERTEX_LOCATION = "conformance-project", "us-east5"
 UPSTREAM_PATH = {"openai": "/v1/chat/completions", "anthropic": "/v1/messages", "responses": "/v1/responses",
                  "azure-chat": "/openai/deployments/gpt-az-deploy/chat/completions",
                  "azure-responses": "/openai/v1/responses"}
@@ -43,10 +51,11 @@ UPSTREAM_QUERY = {"azure-chat": {"api-version": AZURE_VERSION}}
 FREE = {"input": 0, "output": 0, "cached_input": 0, "cache_write": 0}
 BUDGETS = {"low": 1024, "medium": 3072, "high": 6144}  # the policy's thinking_budget (not the defaults)
 SECRETS = {"oa": "sk-conf-oa-51c2", "an": "sk-ant-conf-9e7a", "rs": "sk-conf-rs-3b8d", "az": "az-conf-key-7c1e",
-           "azr": "az-conf-key-40d9"}
+           "azr": "az-conf-key-40d9", "gm": GEMINI_KEY}
 UPSTREAM = {"openai": "oa", "anthropic": "an", "responses": "rs", "azure-chat": "az", "azure-responses": "azr"}
-KEY_HEADER = {"anthropic": "x-api-key", "azure-chat": "api-key", "azure-responses": "api-key"}  # else a bearer
-WIRE = {"azure-chat": "openai", "azure-responses": "responses"}
+KEY_HEADER = {"anthropic": "x-api-key", "azure-chat": "api-key", "azure-responses": "api-key",
+              "gemini": "x-goog-api-key"}  # else a bearer
+WIRE = {"azure-chat": "openai", "azure-responses": "responses", "vertex": "gemini", "vertex-claude": "anthropic"}
 
 
 def wire(kind: str) -> str:
@@ -88,6 +97,9 @@ def fixture_live(fake: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -
                 "timeouts": timeouts, "azure": {"api": "responses"}},
         "echo": {"kind": "echo"},
         "bd": {"kind": "bedrock", "region": BEDROCK_REGION, "base_url": fake.bedrock_url, "timeouts": timeouts},
+        "gm": {"kind": "gemini", "base_url": fake.google_url, "api_key_env": "SPECWAY_CONF_GM", "timeouts": timeouts},
+        "vx": {"kind": "vertex", "project": VERTEX_PROJECT, "location": VERTEX_LOCATION, "base_url": fake.google_url,
+               "credentials_env": "SPECWAY_CONF_VX_ACCOUNT", "timeouts": timeouts},
     }
     models = [
         {"id": "acme/oa", "upstream": "oa", "name": "gpt-up", "reasoning": True},
@@ -99,6 +111,9 @@ def fixture_live(fake: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -
         {"id": "acme/echo", "upstream": "echo", "name": "echo", "reasoning": True},
         # A real id, which the known-model data prices: free here, as the other kinds' made-up names are.
         {"id": "acme/bd", "upstream": "bd", "name": BEDROCK_MODEL, "reasoning": True, "price": FREE},
+        {"id": "acme/gm", "upstream": "gm", "name": "gemini-up", "reasoning": True},
+        {"id": "acme/vx", "upstream": "vx", "name": "gemini-vx", "reasoning": True},
+        {"id": "acme/vc", "upstream": "vx", "name": "claude-vx@20250929", "reasoning": True},
     ]
     config = {
         "upstreams": upstreams,
@@ -112,6 +127,9 @@ def fixture_live(fake: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -
         for name, secret in SECRETS.items():
             mp.setenv(f"SPECWAY_CONF_{name.upper()}", secret)
         aws_environment(mp, tmp_path_factory.mktemp("aws"))
+        account = fake_gemini.ServiceAccount.new()
+        fake.issuer = fake_gemini.TokenIssuer(account)
+        mp.setenv("SPECWAY_CONF_VX_ACCOUNT", str(account.key_file(tmp_path_factory.mktemp("gcp"), fake.token_uri)))
         with serve(config, tmp_path_factory.mktemp("conformance")) as g:
             yield g
 
@@ -260,7 +278,7 @@ STOP = {"chat": "stop", "responses": "completed", "messages": "end_turn"}
 TOOL_STOP = {"chat": "tool_calls", "responses": "completed", "messages": "tool_use"}
 
 
-WRITES_REPORTED = ("anthropic", "responses", "bedrock")  # the fake's chat dialect never reports cache writes
+WRITES_REPORTED = ("anthropic", "responses", "bedrock")  # (Gemini writes no cache as it answers)  # the fake's chat dialect never reports cache writes
 
 
 APART = ("anthropic", "bedrock")  # the kinds whose input count leaves out cache reads and writes
@@ -296,6 +314,8 @@ def received(fake: FakeUpstream, kind: str, stream: bool, model: str | None = No
     got = fake.requests[index]
     if kind == "bedrock":
         return _received_by_bedrock(fake, stream, index)
+    if kind in ("gemini", "vertex", "vertex-claude"):
+        return _received_by_google(fake, kind, stream, index)
     assert (got.path, got.query) == (UPSTREAM_PATH[kind], UPSTREAM_QUERY.get(kind, {})), (got.path, got.query)
     assert got.body["model"] == UPSTREAM_MODEL[model or kind], got.body.get("model")
     assert bool(got.body.get("stream")) is stream
@@ -317,6 +337,30 @@ def _received_by_bedrock(fake: FakeUpstream, stream: bool, index: int) -> dict[s
     return dict(got.body)
 
 
+def _received_by_google(fake: FakeUpstream, kind: str, stream: bool, index: int) -> dict[str, Any]:
+    """A generateContent body (or Claude's Messages body on Vertex AI): the model and the streaming in the path, the
+    Gemini API's key, or an access token the fake's token endpoint issued to the service account."""
+    got = fake.requests[index]
+    model = UPSTREAM_MODEL[kind]
+    if kind == "gemini":
+        assert got.path == f"/v1beta/models/{model}:{'streamGenerateContent' if stream else 'generateContent'}"
+        assert got.headers.get("x-goog-api-key") == GEMINI_KEY and "authorization" not in got.headers
+    else:
+        publisher = "anthropic" if kind == "vertex-claude" else "google"
+        actions = ("streamRawPredict", "rawPredict") if kind == "vertex-claude" else (
+            "streamGenerateContent", "generateContent")
+        assert got.path == (f"/v1/projects/{VERTEX_PROJECT}/locations/{VERTEX_LOCATION}/publishers/{publisher}/"
+                            f"models/{model}:{actions[0] if stream else actions[1]}"), got.path
+        assert fake.issuer is not None and fake.issuer.valid(got.headers.get("authorization", ""))
+        assert "x-goog-api-key" not in got.headers
+    assert (got.query == {"alt": "sse"}) is (stream and kind != "vertex-claude"), got.query
+    assert "model" not in got.body
+    if kind == "vertex-claude":
+        assert got.body["anthropic_version"] == "vertex-2023-10-16"
+        assert bool(got.body.get("stream")) is stream
+    return dict(got.body)
+
+
 def text_of(content: Any) -> str:
     """The text of a content string, or of a list of parts or blocks of any format."""
     if content is None or isinstance(content, str):
@@ -333,6 +377,9 @@ def _items(body: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _turns(kind: str, body: dict[str, Any]) -> list[dict[str, Any]]:
     """The messages (role + content) the upstream received, system ones included where the kind puts them there."""
+    if wire(kind) == "gemini":  # contents of parts; a thought is no text of the conversation
+        return [{"role": "assistant" if c["role"] == "model" else c["role"],
+                 "content": [p for p in c["parts"] if not p.get("thought")]} for c in body.get("contents") or []]
     if wire(kind) == "responses":
         return [i for i in _items(body) if i.get("type", "message") == "message"]
     return list(body.get("messages") or [])
@@ -345,6 +392,8 @@ def _parts(kind: str, body: dict[str, Any]) -> list[dict[str, Any]]:
 def system_of(kind: str, body: dict[str, Any]) -> str:
     if wire(kind) in ("anthropic", "bedrock"):
         return text_of(body.get("system"))
+    if wire(kind) == "gemini":
+        return text_of((body.get("systemInstruction") or {}).get("parts"))
     said = [text_of(m.get("content")) for m in _turns(kind, body) if m.get("role") in ("system", "developer")]
     return "\n".join(([body["instructions"]] if body.get("instructions") else []) + said)
 
@@ -359,7 +408,10 @@ def images_of(kind: str, body: dict[str, Any]) -> list[tuple[str, ...]]:
     """("base64", media type, data) or ("url", url) for every image the upstream received."""
     out: list[tuple[str, ...]] = []
     for p in _parts(kind, body):
-        if kind == "bedrock" and "image" in p:
+        if wire(kind) == "gemini" and ("inlineData" in p or "fileData" in p):
+            out.append(("base64", p["inlineData"]["mimeType"], p["inlineData"]["data"]) if "inlineData" in p
+                       else ("url", p["fileData"]["fileUri"]))
+        elif kind == "bedrock" and "image" in p:
             image = p["image"]
             out.append(("base64", f"image/{image['format']}", image["source"]["bytes"]))
         elif wire(kind) == "anthropic" and p.get("type") == "image":
@@ -381,6 +433,8 @@ def tools_of(kind: str, body: dict[str, Any]) -> dict[str, Any]:
         tools = (body.get("toolConfig") or {}).get("tools") or []
         return {t["toolSpec"]["name"]: t["toolSpec"]["inputSchema"]["json"] for t in tools if "toolSpec" in t}
     tools = body.get("tools") or []
+    if wire(kind) == "gemini":
+        return {d["name"]: d.get("parametersJsonSchema") for t in tools for d in t.get("functionDeclarations", [])}
     if wire(kind) == "openai":
         return {t["function"]["name"]: t["function"].get("parameters") for t in tools}
     return {t["name"]: t.get("input_schema" if wire(kind) == "anthropic" else "parameters") for t in tools}
@@ -397,6 +451,9 @@ def calls_of(kind: str, body: dict[str, Any]) -> list[tuple[str, str, Any]]:
     if kind == "bedrock":
         return [(p["toolUse"]["toolUseId"], p["toolUse"]["name"], p["toolUse"]["input"]) for p in _parts(kind, body)
                 if "toolUse" in p]
+    if wire(kind) == "gemini":
+        return [(p["functionCall"]["id"], p["functionCall"]["name"], p["functionCall"]["args"])
+                for p in _parts(kind, body) if "functionCall" in p]
     return [(p["id"], p["name"], p["input"]) for p in _parts(kind, body) if p.get("type") == "tool_use"]
 
 
@@ -409,6 +466,9 @@ def results_of(kind: str, body: dict[str, Any]) -> list[tuple[str, str]]:
     if kind == "bedrock":
         return [(p["toolResult"]["toolUseId"], text_of(p["toolResult"]["content"])) for p in _parts(kind, body)
                 if "toolResult" in p]
+    if wire(kind) == "gemini":  # a result that is no JSON object is the response's output
+        return [(p["functionResponse"]["id"], p["functionResponse"]["response"]["output"]) for p in _parts(kind, body)
+                if "functionResponse" in p]
     return [(p["tool_use_id"], text_of(p["content"])) for p in _parts(kind, body) if p.get("type") == "tool_result"]
 
 
@@ -416,7 +476,8 @@ def effort_of(kind: str, body: dict[str, Any]) -> Any:
     """The effort field in the kind's own words, or None when none arrived."""
     return {"openai": body.get("reasoning_effort"), "responses": (body.get("reasoning") or {}).get("effort"),
             "anthropic": body.get("thinking"),
-            "bedrock": (body.get("additionalModelRequestFields") or {}).get("thinking")}[wire(kind)]
+            "bedrock": (body.get("additionalModelRequestFields") or {}).get("thinking"),
+            "gemini": (body.get("generationConfig") or {}).get("thinkingConfig")}[wire(kind)]
 
 
 EFFORT_FIELDS = ("reasoning_effort", "reasoning", "thinking")  # no kind may receive these for a non-reasoning model
@@ -430,4 +491,6 @@ def limit_of(kind: str, body: dict[str, Any], reasoning: bool = True) -> Any:
         return body.get("max_completion_tokens" if reasoning else "max_tokens")
     if kind == "bedrock":
         return (body.get("inferenceConfig") or {}).get("maxTokens")
+    if wire(kind) == "gemini":
+        return (body.get("generationConfig") or {}).get("maxOutputTokens")
     return body.get("max_tokens" if wire(kind) == "anthropic" else "max_output_tokens")

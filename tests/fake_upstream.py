@@ -7,6 +7,8 @@ product code.
         ResponsesUpstream("t", base_url=fake.url)          # POST {url}/responses
         AnthropicUpstream("t", base_url=fake.anthropic_url)  # POST {anthropic_url}/v1/messages
         BedrockUpstream("t", region=..., credentials=..., base_url=fake.bedrock_url)  # POST /model/{id}/converse
+        GeminiUpstream("t", base_url=fake.google_url, api_key=GEMINI_KEY)  # POST /v1beta/models/{m}:generateContent
+        VertexUpstream("t", project=..., location=..., tokens=..., base_url=fake.google_url)  # fake.issuer signs in
         fake.requests[-1].body                              # what the gateway sent
 
         gate = fake.hold()   # from now on each request waits, once recorded in fake.requests, until gate.set()
@@ -36,6 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
+from urllib.parse import parse_qsl, unquote
 
 import orjson
 import uvicorn
@@ -45,7 +48,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from tests import fake_azure, fake_bedrock
+from tests import fake_azure, fake_bedrock, fake_gemini
 from tests.fake_bedrock import AwsKey, BadSignature, Signed
 from tests.fake_dialects import ERRORS, STREAMS, WHOLE, Reply, Usage, default_usage, messages_error
 
@@ -53,6 +56,7 @@ if TYPE_CHECKING:
     from pytest import MonkeyPatch
 
 AWS_KEY = AwsKey("AKIDFAKEBEDROCK00001", "fake/secret+key/for/sigv4/only0000000001")
+GEMINI_KEY = "AIzaSyFAKE-gemini-upstream-key-000000001"  # the Gemini API key its paths take by default
 
 
 def aws_environment(mp: MonkeyPatch, folder: Path) -> None:
@@ -67,7 +71,7 @@ def aws_environment(mp: MonkeyPatch, folder: Path) -> None:
     mp.setenv("AWS_ACCESS_KEY_ID", AWS_KEY.access_key)
     mp.setenv("AWS_SECRET_ACCESS_KEY", AWS_KEY.secret)
 
-__all__ = ["AWS_KEY", "FakeUpstream", "Received", "Reply", "Usage", "aws_environment", "count_words", "fake_vector"]
+__all__ = ["AWS_KEY", "GEMINI_KEY", "FakeUpstream", "Received", "Reply", "Usage", "aws_environment", "count_words", "fake_vector"]
 
 @dataclass
 class Received:
@@ -92,12 +96,17 @@ class FakeUpstream:
         self.signed: list[Signed] = []  # what each Bedrock request's good signature said
         self.bad_signatures: list[str] = []  # the AWS error type of each request refused for its signature
         self.stream_exception = "modelStreamErrorException"  # a ConverseStream's mid-stream error (fail_after)
+        self.gemini_keys: set[str] = {GEMINI_KEY}  # the x-goog-api-key values its Gemini API paths take
+        self.issuer: fake_gemini.TokenIssuer | None = None  # Vertex AI's sign-in (tests/fake_gemini.py); None: none
         azure = functools.partial(Route, endpoint=self._azure, methods=["POST"])
         routes = [
             azure("/openai/v1/chat/completions"), azure("/openai/v1/responses"), azure("/openai/v1/embeddings"),
             azure("/openai/deployments/{deployment}/chat/completions"), azure("/openai/responses"),
             azure("/openai/deployments/{deployment}/embeddings"),
             Route("/model/{rest:path}", self._bedrock, methods=["POST"]),
+            Route("/v1beta/models/{rest:path}", self._gemini, methods=["POST"]),
+            Route("/v1/projects/{rest:path}", self._vertex, methods=["POST"]),
+            Route("/token", self._token, methods=["POST"]),
             Route("/v1/chat/completions", functools.partial(self._answer, dialect="chat"), methods=["POST"]),
             Route("/v1/messages", functools.partial(self._answer, dialect="messages"), methods=["POST"]),
             Route("/v1/responses", functools.partial(self._answer, dialect="responses"), methods=["POST"]),
@@ -132,6 +141,15 @@ class FakeUpstream:
     @property
     def bedrock_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def google_url(self) -> str:
+        """Like https://generativelanguage.googleapis.com and https://LOCATION-aiplatform.googleapis.com."""
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def token_uri(self) -> str:
+        return f"http://127.0.0.1:{self.port}/token"
 
     def script(self, reply: Reply | None = None, **fields: Any) -> None:
         """Queue one reply: a Reply, or Reply's fields as keywords."""
@@ -264,6 +282,55 @@ class FakeUpstream:
                 return Response(b'{"output": {', media_type="application/json", headers=reply.headers)
             return JSONResponse(reply.body or fake_bedrock.whole(reply, usage), headers=reply.headers)
         return _Stream(fake_bedrock.stream(reply, usage, self.stream_exception), reply, self, fake_bedrock.EVENT_STREAM)
+
+    async def _gemini(self, request: Request) -> Any:
+        """The Gemini API's POST /v1beta/models/{model}:{action}, with one of `gemini_keys` in x-goog-api-key (else
+        Google's 400 for a bad key)."""
+        model, _, action = unquote(request.url.path.removeprefix("/v1beta/models/")).rpartition(":")
+        body, reply = await self._receive(request, "gemini")
+        if request.headers.get("x-goog-api-key") not in self.gemini_keys:
+            refused = {"error": {"code": 400, "message": "API key not valid. Please pass a valid API key.",
+                                 "status": "INVALID_ARGUMENT"}}
+            return JSONResponse(refused, 400)
+        return self._google(body or {}, reply, model, action)
+
+    async def _vertex(self, request: Request) -> Any:
+        """Vertex AI's POST /v1/projects/P/locations/L/publishers/{google,anthropic}/models/{model}:{action}, with an
+        access token `issuer` issued and that has not expired (else Google's 401). Claude's actions answer Anthropic
+        Messages (rawPredict, streamRawPredict) and its count (count-tokens:rawPredict)."""
+        path = unquote(request.url.path)
+        publisher, _, rest = path.partition("/publishers/")[2].partition("/models/")
+        model, _, action = rest.rpartition(":")
+        dialect = "messages" if publisher == "anthropic" else "gemini"
+        body, reply = await self._receive(request, "" if model == "count-tokens" else dialect)
+        if self.issuer is None or not self.issuer.valid(request.headers.get("authorization", "")):
+            return JSONResponse(fake_gemini.unauthenticated(), 401)
+        if publisher == "google":
+            return self._google(body or {}, reply, model, action)
+        if model == "count-tokens":
+            return JSONResponse({"input_tokens": reply.usage[0] if reply.usage else count_words(body or {})})
+        return self._reply("messages", body, reply, deployment=model)
+
+    def _google(self, body: dict[str, Any], reply: Reply, model: str, action: str) -> Any:
+        if reply.status >= 400:
+            return JSONResponse(fake_gemini.error(reply), reply.status, headers=reply.headers)
+        if action == "countTokens":
+            return JSONResponse(fake_gemini.count(body, reply), headers=reply.headers)
+        usage = reply.usage or fake_gemini.default_usage(body, reply)
+        model = reply.model or model
+        if action.startswith("streamGenerateContent"):
+            return _Stream(fake_gemini.stream(reply, model, usage), reply, self)
+        if reply.malformed:
+            return Response(b'{"candidates": [', media_type="application/json", headers=reply.headers)
+        return JSONResponse(reply.body or fake_gemini.whole(reply, model, usage), headers=reply.headers)
+
+    async def _token(self, request: Request) -> Any:
+        """Google's OAuth 2.0 token endpoint, for the service account of `issuer`."""
+        form = dict(parse_qsl((await request.body()).decode()))
+        if self.issuer is None:
+            return JSONResponse({"error": "invalid_client"}, 401)
+        status, answer = self.issuer.exchange(form)
+        return JSONResponse(answer, status)
 
     async def _count_tokens(self, request: Request) -> Any:
         """Anthropic's POST /v1/messages/count_tokens: a scripted Reply's usage[0], else the words of the system,

@@ -1,11 +1,13 @@
 """Conformance: every inbound format (through its official SDK) x every upstream kind (openai, anthropic, responses,
-azure through Chat Completions and through Responses, echo, bedrock) x whole or streamed x {text, image, tools round
+azure through Chat Completions and through Responses, echo, bedrock, gemini, vertex with a Gemini and a Claude
+model) x whole or streamed x {text, image, tools round
 trip, structured output, effort/thinking, cache-control, multi-turn with system}, then the refusal block.
 
 Each cell asserts what the upstream received (the fake records every request; read in the upstream's own words)
 and what the caller got (through the SDK's own types). Whatever cannot be translated must be refused by name, a 400
 unsupported_parameter, never a 200 that dropped it. The echo kind has no wire: its cells check the caller's side.
-The bedrock cells run botocore's signing for real against the fake, which checks every signature.
+The bedrock cells run botocore's signing for real against the fake, which checks every signature; the vertex cells
+sign in with google-auth for real (a service account's signed assertion, checked by the fake's token endpoint).
 Fixtures, SDK drivers and the readers of what an upstream received are in tests/conformance_support.py.
 """
 
@@ -239,6 +241,9 @@ def test_structured_output(clients: Clients, fake: FakeUpstream, fmt: str, kind:
     elif kind == "bedrock":
         assert body["toolConfig"]["toolChoice"] == {"tool": {"name": forced}}, body["toolConfig"]
         assert tools_of(kind, body) == {forced: SCHEMA}
+    elif wire(kind) == "gemini":
+        assert body["generationConfig"]["responseMimeType"] == "application/json"
+        assert body["generationConfig"]["responseJsonSchema"] == SCHEMA and "tools" not in body
     else:
         assert body["tool_choice"] == {"type": "tool", "name": FORCED_TOOL}, body.get("tool_choice")
         assert tools_of(kind, body) == {FORCED_TOOL: SCHEMA}
@@ -294,6 +299,10 @@ def test_effort_and_thinking(clients: Clients, fake: FakeUpstream, fmt: str, kin
         budget = 2000 if fmt == "messages" else BUDGETS[tier]
         assert effort_of(kind, body) == {"type": "enabled", "budget_tokens": budget}
         assert limit_of(kind, body) == (caller_limit(fmt) if fmt == "messages" else budget + MAX_TOKENS)
+    elif wire(kind) == "gemini":  # a thinking budget for a Gemini model before Gemini 3, its thoughts shown
+        budget = 2000 if fmt == "messages" else BUDGETS[tier]
+        assert effort_of(kind, body) == {"thinkingBudget": budget, "includeThoughts": True}
+        assert limit_of(kind, body) == caller_limit(fmt)
     else:
         assert effort_of(kind, body) == tier
         assert limit_of(kind, body) == caller_limit(fmt)
@@ -337,7 +346,8 @@ def reasoning_back(fmt: str, kind: str) -> list[tuple[str, str | None]]:
 
 
 @pytest.mark.parametrize(("fmt", "kind", "stream"),
-                         cells(kinds=("openai", "anthropic", "responses", "azure-chat", "azure-responses", "bedrock")))
+                         cells(kinds=("openai", "anthropic", "responses", "azure-chat", "azure-responses", "bedrock",
+                                      "gemini", "vertex", "vertex-claude")))
 def test_upstream_reasoning_comes_back_in_the_callers_shape(clients: Clients, fake: FakeUpstream, fmt: str,
                                                             kind: str, stream: bool) -> None:
     fake.script(text=TEXT, reasoning=[THOUGHT], signature=SIGNATURE)
@@ -385,7 +395,8 @@ def test_cache_control(clients: Clients, fake: FakeUpstream, fmt: str, kind: str
     headers = fake.requests[-1].headers
     assert (system_of(kind, body), turns_of(kind, body)) == (SYSTEM, [("user", PROMPT)])
     version = clients.anthropic.default_headers["anthropic-version"] if fmt == "messages" else "2023-06-01"
-    assert headers.get("anthropic-version") == (version if wire(kind) == "anthropic" else None)  # the caller's, or config's
+    said_version = wire(kind) == "anthropic" and kind != "vertex-claude"  # Claude on Vertex AI: in the body
+    assert headers.get("anthropic-version") == (version if said_version else None)  # the caller's, or config's
     assert headers.get("anthropic-beta") == (BETA if wire(kind) == "anthropic" and fmt == "messages" else None)
     if wire(kind) == "anthropic" and fmt == "messages":  # byte for byte
         assert (body["system"], body["messages"], body["tools"]) == (args["system"], args["messages"], args["tools"])
@@ -460,6 +471,12 @@ REFUSED = [  # caller format, upstream kind, what the caller adds, the field the
     ("chat", "bedrock", {"logit_bias": {"50256": -100}}, "logit_bias"),
     ("chat", "bedrock", {"n": 2}, "n"),
     ("chat", "bedrock", {"tools": TOOLS["chat"], "parallel_tool_calls": False}, "parallel_tool_calls"),
+    ("chat", "gemini", {"logit_bias": {"50256": -100}}, "logit_bias"),
+    ("chat", "gemini", {"n": 2}, "n"),
+    ("chat", "vertex", {"tools": TOOLS["chat"], "parallel_tool_calls": False}, "parallel_tool_calls"),
+    ("messages", "gemini", {"tools": TOOLS["messages"], "tool_choice": {"type": "auto",
+                                                                       "disable_parallel_tool_use": True}},
+     "tool_choice.disable_parallel_tool_use"),
     *[("responses", kind, {"previous_response_id": "resp_0123456789abcdef"}, "previous_response_id")
       for kind in KINDS],
     *[("responses", kind, {"store": True}, "store") for kind in KINDS],
@@ -474,6 +491,8 @@ ACCEPTED = [  # inert values and advisory fields: another kind may leave them ou
     ("messages", "azure-chat", {"metadata": {"user_id": "u-1"}}),
     ("chat", "bedrock", {"n": 1, "frequency_penalty": 0, "user": "u-1", "seed": 7}),
     ("messages", "bedrock", {"metadata": {"user_id": "u-1"}, "extra_body": {"top_k": 5}}),  # Claude takes top_k
+    ("messages", "gemini", {"metadata": {"user_id": "u-1"}, "extra_body": {"top_k": 5}}),  # as topK
+    ("chat", "vertex", {"n": 1, "frequency_penalty": 0.5, "user": "u-1", "seed": 7}),  # as frequencyPenalty
 ]
 
 

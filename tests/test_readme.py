@@ -25,6 +25,7 @@ import yaml
 from handlers import config as config_mod
 from handlers.inference.catalog import Catalog
 from handlers.inference.upstreams.registry import build_upstream
+from tests import fake_gemini
 from tests.conftest import free_port
 from tests.fake_upstream import FakeUpstream
 
@@ -83,7 +84,7 @@ def run(block: str, folder: Path, env: dict[str, str], key: str, *, python: bool
 
 def test_the_quickstart_runs_as_written(folder: Path) -> None:
     found = blocks()
-    assert set(found) == {"curl", "sdk", "config", "credit", "azure", "bedrock"}  # bedrock: see the test below
+    assert set(found) == {"curl", "sdk", "config", "credit", "azure", "bedrock", "google"}  # see the tests below
     env = {k: v for k, v in os.environ.items() if not k.startswith("SPECWAY_")}
     env["SPECWAY_SERVER__PORT"] = str(free_port())
     with serving(folder, env) as key:
@@ -140,3 +141,21 @@ def test_the_bedrock_block_is_a_configuration_as_written(monkeypatch: pytest.Mon
     model = Catalog.from_config(parsed).resolve("claude-bedrock")  # priced and described by the known-model data
     assert model is not None and model.reasoning and model.price_in > 0 and model.context_window
     assert upstream.path_for(parsed.models[0].name, True).endswith("-v1:0/converse-stream")
+
+
+def test_the_google_block_is_a_configuration_as_written(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Running it needs Google's services; what can be checked without is that it is valid, builds its upstreams
+    (the service-account file is read at startup, the token fetched at the first request) and that each model is
+    priced and described by the known-model data, Claude on Vertex AI by Anthropic's prices."""
+    account = fake_gemini.ServiceAccount.new()
+    monkeypatch.setenv("GEMINI_API_KEY", "AIza-readme-test")
+    monkeypatch.setenv("VERTEX_SERVICE_ACCOUNT", str(account.key_file(tmp_path, "https://oauth2.googleapis.com/token")))
+    parsed = config_mod.parse(yaml.safe_load(blocks()["google"]), "README.md")
+    assert build_upstream("gemini", parsed.upstreams["gemini"]).kind == "gemini"
+    vertex = build_upstream("vertex", parsed.upstreams["vertex"])
+    assert vertex.path_for("claude-sonnet-4-5@20250929", True).endswith(
+        "/projects/my-project/locations/us-east5/publishers/anthropic/models/claude-sonnet-4-5@20250929:streamRawPredict")
+    catalog = Catalog.from_config(parsed)
+    for model_id in ("gemini-flash", "gemini-pro-vertex", "claude-vertex"):
+        model = catalog.resolve(model_id)
+        assert model is not None and model.reasoning and model.price_in > 0 and model.context_window, model_id

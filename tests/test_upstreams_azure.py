@@ -19,7 +19,8 @@ from handlers.config import ConfigError, parse
 from handlers.inference.canonical import FinishReason, Request, Result, fold
 from handlers.inference.formats.embeddings import Embed
 from handlers.inference.upstreams.azure import AzureResponsesUpstream, AzureUpstream, resource_endpoint
-from handlers.inference.upstreams.entra import RENEW_BEFORE, EntraTokens
+from handlers.inference.upstreams.access_tokens import RENEW_BEFORE
+from handlers.inference.upstreams.entra import EntraTokens
 from handlers.inference.upstreams.failures import event_error
 from handlers.inference.upstreams.registry import build_upstream
 from tests.fake_azure import FakeCredential
@@ -213,7 +214,7 @@ async def test_a_failed_renewal_keeps_a_token_still_valid(azure: FakeUpstream, m
     with caplog.at_level(logging.WARNING):
         await upstream.complete(HELLO, DEPLOYMENT)
     assert azure.requests[-1].headers["authorization"] == f"Bearer {TOKEN}"
-    assert "renewing its Entra ID token failed (RuntimeError)" in caplog.text and TOKEN not in caplog.text
+    assert "renewing its Microsoft Entra ID token failed (RuntimeError)" in caplog.text and TOKEN not in caplog.text
     clock.now += 60  # expired, and still no new one
     err = await failure(upstream.complete(HELLO, DEPLOYMENT))
     assert err.status == 401 and len(azure.requests) == 2

@@ -190,7 +190,7 @@ async def test_openai_always_streams_with_usage(fake: FakeUpstream, build: Build
 async def test_openai_complete_reads_text_usage_and_model(fake: FakeUpstream, build: Build) -> None:
     fake.script(text="Hi there", usage=(30, 2, 20), model="gpt-test-2024")
     result = await build("openai").complete(HELLO, "gpt-test")
-    assert result == Result([Text("Hi there")], FinishReason.STOP, Usage(30, 2, 20), "gpt-test-2024")
+    assert result == Result([Text("Hi there")], FinishReason.STOP, Usage(30, 2, 20, reasoning_tokens=0), "gpt-test-2024")
 
 
 async def test_openai_stream_yields_deltas_finish_and_usage(fake: FakeUpstream, build: Build) -> None:
@@ -200,7 +200,7 @@ async def test_openai_stream_yields_deltas_finish_and_usage(fake: FakeUpstream, 
         TextDelta("from "),
         TextDelta("fake"),
         Finish(FinishReason.STOP),
-        UsageReport(Usage(9, 3, 4)),
+        UsageReport(Usage(9, 3, 4, reasoning_tokens=0)),
     ]
 
 

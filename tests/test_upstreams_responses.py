@@ -135,7 +135,7 @@ async def test_passthrough_keeps_fields_no_format_defines(fake: FakeUpstream) ->
 async def test_complete_reads_text_usage_and_model(fake: FakeUpstream, upstream: ResponsesUpstream) -> None:
     fake.script(text="Hi there", usage=(30, 2, 20, 4), model="gpt-up-2025")
     result = await upstream.complete(HELLO, "gpt-up")
-    assert result == Result([Text("Hi there")], FinishReason.STOP, Usage(30, 2, 20, 4), "gpt-up-2025")
+    assert result == Result([Text("Hi there")], FinishReason.STOP, Usage(30, 2, 20, 4, reasoning_tokens=0), "gpt-up-2025")
 
 
 async def test_stream_yields_deltas_finish_and_usage(fake: FakeUpstream, upstream: ResponsesUpstream) -> None:
@@ -145,7 +145,7 @@ async def test_stream_yields_deltas_finish_and_usage(fake: FakeUpstream, upstrea
         TextDelta("from "),
         TextDelta("fake"),
         Finish(FinishReason.STOP),
-        UsageReport(Usage(9, 3, 4, 0)),
+        UsageReport(Usage(9, 3, 4, 0, reasoning_tokens=0)),
     ]
     assert fake.requests[0].body["stream"] is True and "stream_options" not in fake.requests[0].body
 

@@ -16,8 +16,8 @@ def _providers(kind: str | None) -> dict[known.DataProvider, list[str]]:
     """Each provider the data is looked up among, with the upstream kinds that serve its models."""
     found: dict[known.DataProvider, list[str]] = {}
     for name, cls in KINDS.items():
-        if cls.data_provider is not None and kind in (None, name):
-            found.setdefault(cls.data_provider, []).append(name)
+        for provider in cls.data_providers() if kind in (None, name) else ():
+            found.setdefault(provider, []).append(name)
     return found
 
 
@@ -47,6 +47,6 @@ def add_parser(sub: Any) -> None:
     msub = m.add_subparsers(dest="action", required=True)
     lk = msub.add_parser("lookup", help="prices per million tokens, window, most output and abilities, as JSON")
     lk.add_argument("name", help="the model's name at its upstream, e.g. gpt-4o-mini or claude-sonnet-4-5-20250929")
-    lk.add_argument("--provider", choices=sorted(k for k, c in KINDS.items() if c.data_provider is not None),
+    lk.add_argument("--provider", choices=sorted(k for k, c in KINDS.items() if c.data_providers()),
                     help="look among this upstream kind's models only (default: every kind the data covers)")
     lk.set_defaults(fn=cmd_lookup)

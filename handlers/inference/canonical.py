@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Format = Literal["chat", "responses", "messages"]  # the formats callers speak
-# Every format the gateway speaks: the callers' formats, and those only an upstream speaks (Bedrock's Converse).
-Dialect = Literal["chat", "responses", "messages", "converse"]
+# Every format the gateway speaks: the callers' formats, and those only an upstream speaks (Bedrock's Converse,
+# Gemini's generateContent).
+Dialect = Literal["chat", "responses", "messages", "converse", "gemini"]
 Role = Literal["user", "assistant", "tool", "system"]  # system: an instruction at its place in the conversation
 ToolChoiceMode = Literal["auto", "none", "required", "tool"]
 
@@ -244,6 +245,7 @@ class Usage:
     output_tokens: int | None = None
     cached_input_tokens: int | None = None  # read from a prompt cache; part of input_tokens
     cache_write_tokens: int | None = None  # written to a prompt cache (Anthropic); part of input_tokens
+    reasoning_tokens: int | None = None  # the model's thinking (Gemini's thoughts, OpenAI's reasoning); part of output
     # Usage fields of the upstream's own format that canonical does not model (Anthropic's server_tool_use,
     # service_tier...), as reported, for a caller of that format.
     native: dict[str, Any] | None = None

@@ -161,7 +161,7 @@ class Catalog:
         models, unknown = [], []
         for m in config.models:
             upstream = config.upstreams.get(m.upstream)
-            provider = KINDS[upstream.kind].data_provider if upstream is not None else None
+            provider = KINDS[upstream.kind].data_for(m.name) if upstream is not None else None
             model = _model(m, known.lookup(provider, m.name) if provider is not None else None)
             if provider is not None and model.source(_INPUT) == "default":
                 unknown.append(m.id)  # neither the data nor the configuration prices it: free, as it always was

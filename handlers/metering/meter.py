@@ -142,6 +142,7 @@ class Meter:
                 else math.ceil(output_chars / 4),
                 cached_input_tokens=reported.cached_input_tokens,
                 cache_write_tokens=reported.cache_write_tokens,
+                reasoning_tokens=reported.reasoning_tokens,
             )
         assert usage is not None and usage.input_tokens is not None and usage.output_tokens is not None
         cost = model.cost(usage)

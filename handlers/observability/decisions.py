@@ -44,7 +44,7 @@ def record(plan: Plan, trace: Trace, note: str = "") -> models.Decision:
         model=trace.answered.id if trace.answered else None,
         usage=None if u is None else models.DecisionUsage.model_construct(
             input_tokens=u.input_tokens, output_tokens=u.output_tokens, cached_input_tokens=u.cached_input_tokens,
-            cache_write_tokens=u.cache_write_tokens),
+            cache_write_tokens=u.cache_write_tokens, reasoning_tokens=u.reasoning_tokens),
         usage_estimated=trace.usage_estimated, cost=trace.cost, outcome=trace.outcome,
         pricing=_pricing(trace), explanation=explanation(plan, trace) + note, left_out=trace.left_out,
     )

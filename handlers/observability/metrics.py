@@ -36,7 +36,8 @@ FIRST_BYTE = Histogram("specway_stream_first_byte_seconds", "Time to the first b
                        buckets=_SLOW)
 TOKENS = Counter("specway_tokens",
                  "Tokens, by model and kind (input: every prompt token, cache reads and writes included; output; "
-                 "cached_input: read from a prompt cache; cache_write: written to one)", ["model", "kind"])
+                 "cached_input: read from a prompt cache; cache_write: written to one; reasoning_output: of the "
+                 "output, the model's thinking)", ["model", "kind"])
 COST = Counter("specway_cost", "Cost at the catalog's prices, by model", ["model"])
 FALLBACKS = Counter("specway_fallbacks", "Requests answered by a fallback, by the upstream that failed", ["upstream"])
 COOLDOWNS = Counter("specway_cooldowns", "Times an upstream was put in cooldown", ["upstream"])
@@ -75,6 +76,7 @@ def observe(plan: Plan, trace: Trace, seconds: float) -> None:
         TOKENS.labels(model, "output").inc(trace.usage.output_tokens or 0)
         TOKENS.labels(model, "cached_input").inc(trace.usage.cached_input_tokens or 0)
         TOKENS.labels(model, "cache_write").inc(trace.usage.cache_write_tokens or 0)
+        TOKENS.labels(model, "reasoning_output").inc(trace.usage.reasoning_tokens or 0)
     if trace.cost is not None:
         COST.labels(model).inc(float(trace.cost))
 

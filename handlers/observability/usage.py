@@ -36,7 +36,8 @@ def _bucket(hour: datetime, bucket: str) -> datetime:
 def _counts(c: Counts) -> dict[str, Any]:
     return {"requests": c.requests, "errors": c.errors, "input_tokens": c.input_tokens,
             "output_tokens": c.output_tokens, "cached_input_tokens": c.cached_input_tokens,
-            "cache_write_tokens": c.cache_write_tokens, "cost": str(c.cost)}
+            "cache_write_tokens": c.cache_write_tokens, "reasoning_tokens": c.reasoning_tokens,
+            "cost": str(c.cost)}
 
 
 def report(rows: list[tuple[Group, Counts]], start: datetime, end: datetime, bucket: str,

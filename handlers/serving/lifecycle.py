@@ -106,9 +106,9 @@ class Lifecycle:
             trace.attempted(cand.model, started, 200)
             trace.answered = cand.model
             if self._request is not None:  # what its upstream was not sent of it, said out loud
-                trace.omitted_tools = upstream.omitted_tools(self._request)
+                trace.omitted_tools = upstream.omitted_tools(self._request, cand.model.name)
                 traits = self._traits(cand.model) if self._traits is not None else PLAIN
-                trace.left_out = upstream.left_out(self._request, traits)
+                trace.left_out = upstream.left_out(self._request, cand.model.name, traits)
             return answer, cand.model
         if failed is not None:
             raise upstream_failure(*failed) from None

@@ -13,7 +13,8 @@ from typing import Any
 from .values import as_time
 
 GROUP = ("hour", "workspace_id", "key_id", "model", "upstream")  # the table's dimensions, the primary key but one
-COUNTS = ("requests", "errors", "input_tokens", "output_tokens", "cached_input_tokens", "cache_write_tokens")
+COUNTS = ("requests", "errors", "input_tokens", "output_tokens", "cached_input_tokens", "cache_write_tokens",
+          "reasoning_tokens")
 COLUMNS = (*GROUP, *COUNTS, "cost")
 UPSERT = (
     f"INSERT INTO usage_hourly ({', '.join(COLUMNS)}) VALUES ({', '.join(f'${i}' for i in range(1, len(COLUMNS) + 1))})"
@@ -30,6 +31,7 @@ class Counts:
     output_tokens: int = 0
     cached_input_tokens: int = 0
     cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
     cost: Decimal = field(default_factory=Decimal)
 
     def add(self, other: Counts) -> None:
@@ -52,7 +54,8 @@ def of_record(record: dict[str, Any]) -> tuple[Group, Counts] | None:
     usage = record.get("usage") or {}
     counts = Counts(1, 0 if record.get("outcome") == "ok" else 1, usage.get("input_tokens") or 0,
                     usage.get("output_tokens") or 0, usage.get("cached_input_tokens") or 0,
-                    usage.get("cache_write_tokens") or 0, Decimal(record.get("cost") or 0))
+                    usage.get("cache_write_tokens") or 0, usage.get("reasoning_tokens") or 0,
+                    Decimal(record.get("cost") or 0))
     return group, counts
 
 

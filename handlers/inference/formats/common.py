@@ -14,15 +14,15 @@ from pydantic import BaseModel
 from handlers.errors import ApiError, bad_request, unsupported
 from handlers.inference.canonical import (
     AnyTool,
-    CustomTool,
-    Document,
-    HostedTool,
     Block,
     CacheMark,
+    CustomTool,
+    Document,
     Event,
     Finish,
     FinishReason,
     Format,
+    HostedTool,
     Image,
     ItemDone,
     ItemProgress,
@@ -277,6 +277,14 @@ def block_param(block: Image | Document | Unknown, caller: Format, field: str | 
     kind = "image" if isinstance(block, Image) else "document"
     leaf = _LEAVES.get((caller, kind, field)) if field else None
     return f"{block.where}.{leaf}" if leaf else block.where
+
+
+def no_word_for(block: Unknown, caller: Format, kind: str, words: str) -> ApiError:
+    """A content part only another format has (kept as it came) on its way to an upstream of `kind`, whose format
+    (`words`: "Converse") has no word for it: refused by name."""
+    part = block.data.get("type")
+    return unsupported(block_param(block, caller, None, str(part or "content")), kind,
+                       f"a {block.format} content part ({part}) with no {words} word")
 
 
 def text_part(part: dict[str, Any], where: str) -> list[Block]:

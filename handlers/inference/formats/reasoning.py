@@ -31,6 +31,8 @@ def goes_back(block: Thinking, target: Dialect) -> bool:
         return block.format == "responses" and bool(block.encrypted)
     if target == "converse":  # a model that signs nothing (not Claude) gives its text alone, and takes it back
         return block.format == "converse" and bool(block.signature or block.redacted or block.text)
+    if target == "gemini":  # thought summaries and the signatures of the parts they came on
+        return block.format == "gemini" and bool(block.signature or block.text)
     return block.format == "chat" and bool(block.text)
 
 
@@ -86,6 +88,10 @@ def _what(block: Thinking) -> tuple[str, str]:
         if block.signature:
             return "reasoning block signed by claude on bedrock", "reasoning blocks signed by claude on bedrock"
         return "reasoning text of a bedrock upstream", "reasoning texts of a bedrock upstream"
+    if block.format == "gemini":
+        if block.signature:
+            return "thought signature of gemini", "thought signatures of gemini"
+        return "thought summary of gemini", "thought summaries of gemini"
     if block.redacted:
         return "redacted thinking block from anthropic", "redacted thinking blocks from anthropic"
     if block.signature:
@@ -104,23 +110,29 @@ _WHY: dict[Dialect, str] = {
     "responses": "a responses upstream takes back only reasoning items it encrypted itself",
     "chat": "a chat completions upstream takes back only reasoning text it showed itself",
     "converse": "a bedrock upstream takes back only reasoning it gave itself",
+    "gemini": "a gemini upstream takes back only thoughts it gave itself",
 }
 
 
-# --- Anthropic's thinking through a Responses caller ---------------------------------------------------------------
+# --- Anthropic's thinking and Gemini's signatures through a Responses caller -----------------------------------------
 # A Responses caller (Codex) keeps reasoning only as reasoning items, whose one opaque field is encrypted_content.
 # Anthropic's thinking travels in it as a token of the gateway's own: this prefix, then base64url (unpadded) of
-# {"s": signature} or {"r": redacted data}. The thinking text is the item's summary, so the token stays small. It is
-# not sealed: Anthropic checks its signature itself, so a forged token gains nothing a caller could not send in
-# Anthropic's own format, and a key to seal it would have to be shared by every replica and rotated.
+# {"s": signature} or {"r": redacted data}; Gemini's thought signature as {"g": signature}. The thinking text is the
+# item's summary, so the token stays small. It is not sealed: the provider checks its signature itself, so a forged
+# token gains nothing a caller could not send in the provider's own format, and a key to seal it would have to be
+# shared by every replica and rotated.
 CARRIED = "specway.v1."
 
 
 def carry(block: Thinking) -> str | None:
-    """The token a Responses caller keeps for Anthropic's signed or redacted thinking; None for any other."""
-    if block.format != "messages" or not (block.signature or block.redacted):
+    """The token a Responses caller keeps for Anthropic's signed or redacted thinking, or Gemini's thought
+    signature; None for any other."""
+    if block.format == "gemini" and block.signature:
+        state = {"g": block.signature}
+    elif block.format == "messages" and (block.signature or block.redacted):
+        state = {"r": block.redacted} if block.redacted else {"s": block.signature}
+    else:
         return None
-    state = {"r": block.redacted} if block.redacted else {"s": block.signature}
     return CARRIED + base64.urlsafe_b64encode(orjson.dumps(state)).decode().rstrip("=")
 
 
@@ -129,7 +141,7 @@ def carried(token: str | None) -> bool:
 
 
 def restore(token: str, text: str, param: str) -> Thinking:
-    """Anthropic's thinking again, from a token `carry` made and the item's summary `text`; a token that is not one
+    """Anthropic's thinking (or Gemini's signature) again, from a token `carry` made and the item's summary `text`; a token that is not one
     is a 400 naming `param`."""
     body = token[len(CARRIED):]
     try:
@@ -141,5 +153,7 @@ def restore(token: str, text: str, param: str) -> Thinking:
             return Thinking(text, signature=state["s"], format="messages")
         if isinstance(state.get("r"), str) and state["r"]:
             return Thinking("", redacted=state["r"], format="messages")
+        if isinstance(state.get("g"), str) and state["g"]:
+            return Thinking(text, signature=state["g"], format="gemini")
     raise bad_request(f"{param} is not an encrypted_content this gateway gave: send the reasoning item back as it "
                       "came, or leave it out", param)

@@ -48,7 +48,8 @@ _NAME_MAX = 64  # the shortest limit among the formats' function names (OpenAI's
 # no equivalent of it.
 HOSTED: Mapping[str, Mapping[Format, dict[str, Any]]] = {
     "web_search": {"responses": {"type": "web_search"},
-                   "messages": {"type": "web_search_20250305", "name": "web_search"}},
+                   "messages": {"type": "web_search_20250305", "name": "web_search"},
+                   "gemini": {"googleSearch": {}}},
 }
 
 
@@ -185,9 +186,12 @@ _SEARCH_OWN = {"messages": {"type", "name", "cache_control"}, "responses": {"typ
 
 
 def _web_search_options(raw: Any, source: Format, target: Format) -> tuple[dict[str, Any], list[str]]:
-    """A web search's options in the target format's words, and the options it has none for."""
-    if not isinstance(raw, dict) or source == target or source not in _SEARCH_OWN or target not in _SEARCH_OWN:
+    """A web search's options in the target format's words, and the options it has none for (Gemini's Google Search
+    has none of them)."""
+    if not isinstance(raw, dict) or source == target or source not in _SEARCH_OWN:
         return {}, []
+    if target not in _SEARCH_OWN:
+        return {}, sorted(key for key in raw if key not in _SEARCH_OWN[source] and raw[key] is not None)
     at = 0 if source == "messages" else 1
     out: dict[str, Any] = {}
     said: set[str] = set(_SEARCH_OWN[source])

@@ -63,9 +63,9 @@ class AnthropicUpstream(HttpUpstream):
     async def count_tokens(self, request: Request, model: str, traits: Traits = PLAIN) -> int:
         """The upstream's count of `request`'s input tokens for `model` (POST /v1/messages/count_tokens): the body a
         message request would carry, less what only generation reads, with the same headers (anthropic-beta ...)."""
-        rendered = self.format.upstream_body(request, model, self.options, traits)
+        rendered = self.format_for(model).upstream_body(request, model, self.options, traits)
         body = {name: value for name, value in rendered.items() if name in COUNTED_FIELDS}
-        payload = await self.post_json(self.count_path, body, self._caller_headers(request))
+        payload = await self.post_json(self.count_path, body, self._caller_headers(request, model))
         counted = payload.get("input_tokens")
         if not isinstance(counted, int) or isinstance(counted, bool) or counted < 0:
             raise self.protocol_error("answered a token count without input_tokens")

@@ -115,6 +115,17 @@ class Upstream(abc.ABC):
         self.name = name
 
     @classmethod
+    def data_for(cls, model: str) -> DataProvider | None:
+        """Whose models the known-model data should look `model` (the upstream's own name) up among: the kind's
+        data_provider, unless it serves several providers' models (vertex)."""
+        return cls.data_provider
+
+    @classmethod
+    def data_providers(cls) -> tuple[DataProvider, ...]:
+        """Every provider data_for may name."""
+        return (cls.data_provider,) if cls.data_provider is not None else ()
+
+    @classmethod
     @abc.abstractmethod
     def from_settings(cls, name: str, settings: UpstreamSettings) -> Upstream:
         """The upstream an entry of the configuration's `upstreams` describes."""
@@ -131,12 +142,13 @@ class Upstream(abc.ABC):
         or while iterating when it fails mid-stream. Closing the iterator cancels the upstream request.
         """
 
-    def omitted_tools(self, request: Request) -> list[str]:
-        """The hosted tools of `request` this upstream has no equivalent of, left out of what it is sent (by type)."""
+    def omitted_tools(self, request: Request, model: str) -> list[str]:
+        """The hosted tools of `request` this upstream has no equivalent of, left out of what it sends `model` (by
+        type)."""
         return []
 
-    def left_out(self, request: Request, traits: Traits = PLAIN) -> list[str]:
-        """What of `request` this upstream (for a model with `traits`) is not sent, in words for the decision
+    def left_out(self, request: Request, model: str, traits: Traits = PLAIN) -> list[str]:
+        """What of `request` this upstream's `model` (with `traits`) is not sent, in words for the decision
         record."""
         return []
 

@@ -90,7 +90,6 @@ class HttpUpstream(Upstream):
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         super().__init__(name)
-        self.format: UpstreamFormat = UPSTREAM_FORMATS[self.speaks]
         self.timeouts = timeouts
         self.sizes = sizes
         self.pool = pool
@@ -118,6 +117,17 @@ class HttpUpstream(Upstream):
         """The path of a call to `model` (some providers put the model in the path)."""
         return self.path
 
+    def dialect(self, model: str) -> Dialect:
+        """The wire format a call to `model` speaks: the kind's own (Vertex AI speaks one per model publisher)."""
+        return self.speaks
+
+    def format_for(self, model: str) -> UpstreamFormat:
+        return UPSTREAM_FORMATS[self.dialect(model)]
+
+    def body_for(self, request: Request, model: str, traits: Traits) -> dict[str, Any]:
+        """The body of a call to `model`: its format's (a kind that wants it otherwise on its paths changes it)."""
+        return self.format_for(model).upstream_body(request, model, self.options, traits)
+
     @abc.abstractmethod
     def auth_headers(self, api_key: str) -> dict[str, str]:
         """How this kind presents the key."""
@@ -144,50 +154,55 @@ class HttpUpstream(Upstream):
         self._client.event_hooks["request"].append(hook)
 
     async def complete(self, request: Request, model: str, traits: Traits = PLAIN) -> Result:
-        body = self.format.upstream_body(request, model, self.options, traits)
-        payload = await self.post_json(self.path_for(model, False), body, self._caller_headers(request))
+        wire = self.format_for(model)
+        body = self.body_for(request, model, traits)
+        payload = await self.post_json(self.path_for(model, False), body, self._caller_headers(request, model))
         try:
-            result = self.format.upstream_result(payload)
+            result = wire.upstream_result(payload)
         except UpstreamFault as fault:
             raise self._fault(fault) from None
-        crossing = self._crossing(request)
+        crossing = self._crossing(request, model)
         return crossing.result(result) if crossing is not None else result
 
     def stream(self, request: Request, model: str, traits: Traits = PLAIN) -> AsyncIterator[Event]:
         events = self._events(request, model, traits)
-        crossing = self._crossing(request)
+        crossing = self._crossing(request, model)
         return crossing.events(events) if crossing is not None else events
 
-    def _crossing(self, request: Request) -> Crossing | None:
+    def _crossing(self, request: Request, model: str) -> Crossing | None:
         """How the calls of a request of another format come back, when any of its tools was renamed or made a
         function (custom tools, namespaces); None otherwise."""
-        if request.format == self.speaks or not request.tools:
+        target = self.dialect(model)
+        if request.format == target or not request.tools:
             return None
-        crossing = Crossing.of(request, self.speaks, self.kind)
+        crossing = Crossing.of(request, target, self.kind)  # type: ignore[arg-type]
         return crossing if crossing.maps else None
 
-    def omitted_tools(self, request: Request) -> list[str]:
-        if request.format == self.speaks or not request.tools:
+    def omitted_tools(self, request: Request, model: str) -> list[str]:
+        target = self.dialect(model)
+        if request.format == target or not request.tools:
             return []
-        return Crossing.of(request, self.speaks, self.kind).omitted
+        return Crossing.of(request, target, self.kind).omitted  # type: ignore[arg-type]
 
-    def left_out(self, request: Request, traits: Traits = PLAIN) -> list[str]:
+    def left_out(self, request: Request, model: str, traits: Traits = PLAIN) -> list[str]:
         """Hosted tools this kind has no equivalent of, and options of the others its equivalent has no word for (a
         caller of its own format is sent its tools as written); the reasoning it cannot take back (see
         formats/reasoning.py)."""
         said: list[str] = []
-        if request.format != self.speaks and request.tools:
-            crossing = Crossing.of(request, self.speaks, self.kind)
+        target = self.dialect(model)
+        if request.format != target and request.tools:
+            crossing = Crossing.of(request, target, self.kind)  # type: ignore[arg-type]
             said = [f"tool {kind}: the {self.kind} upstream has no such tool" for kind in crossing.omitted]
             said += [f"tool option {option}: the {self.kind} upstream's equivalent has no such option"
                      for option in crossing.unsaid]
-        return said + reasoning.left_out(request, self.speaks, traits)
+        return said + reasoning.left_out(request, target, traits)
 
     async def _events(self, request: Request, model: str, traits: Traits) -> AsyncIterator[Event]:
-        body = {**self.format.upstream_body(request, model, self.options, traits), **self.format.STREAM_FIELDS}
-        reader = self.format.UpstreamReader()
+        wire = self.format_for(model)
+        body = {**self.body_for(request, model, traits), **wire.STREAM_FIELDS}
+        reader = wire.UpstreamReader()
         path = self.path_for(model, True)
-        async with contextlib.aclosing(self.stream_sse(path, body, self._caller_headers(request))) as events:
+        async with contextlib.aclosing(self.stream_sse(path, body, self._caller_headers(request, model))) as events:
             async for sse in events:
                 try:
                     out = reader.read(sse.event, sse.data)
@@ -197,11 +212,12 @@ class HttpUpstream(Upstream):
                     yield event
                 if reader.done:
                     return
-        raise self.protocol_error(f"ended the stream before {self.format.STREAM_END}")
+        raise self.protocol_error(f"ended the stream before {wire.STREAM_END}")
 
-    def _caller_headers(self, request: Request) -> dict[str, str]:
-        """The JSON content type, and the headers a caller of this kind's own format sent for it (anthropic-beta)."""
-        return {**_JSON, **request.headers} if request.format == self.speaks and request.headers else _JSON
+    def _caller_headers(self, request: Request, model: str) -> dict[str, str]:
+        """The JSON content type, and the headers a caller of this call's own format sent for it (anthropic-beta)."""
+        same = request.headers and request.format == self.dialect(model)
+        return {**_JSON, **request.headers} if same else _JSON
 
     async def post_json(self, path: str, body: dict[str, Any], headers: Mapping[str, str] = _JSON) -> dict[str, Any]:
         """POST a JSON body and return the JSON answer; any failure is an UpstreamError."""

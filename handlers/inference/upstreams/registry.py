@@ -11,12 +11,15 @@ from handlers.inference.upstreams.azure import AzureUpstream
 from handlers.inference.upstreams.base import Upstream
 from handlers.inference.upstreams.bedrock import BedrockUpstream
 from handlers.inference.upstreams.echo import EchoUpstream
+from handlers.inference.upstreams.gemini import GeminiUpstream
 from handlers.inference.upstreams.openai import OpenAIUpstream
 from handlers.inference.upstreams.responses import ResponsesUpstream
+from handlers.inference.upstreams.vertex import VertexUpstream
 
 KINDS: dict[str, type[Upstream]] = {
     kind.kind: kind
-    for kind in (OpenAIUpstream, AnthropicUpstream, ResponsesUpstream, AzureUpstream, EchoUpstream, BedrockUpstream)
+    for kind in (OpenAIUpstream, AnthropicUpstream, ResponsesUpstream, AzureUpstream, EchoUpstream, BedrockUpstream,
+                 GeminiUpstream, VertexUpstream)
 }
 
 

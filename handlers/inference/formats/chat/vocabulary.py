@@ -53,19 +53,25 @@ def usage(value: Usage) -> dict[str, Any]:
         "completion_tokens": count(value.output_tokens),
         "total_tokens": count(value.total_tokens),
         "prompt_tokens_details": details,
+        **({"completion_tokens_details": {"reasoning_tokens": value.reasoning_tokens}}
+           if value.reasoning_tokens is not None else {}),
     }
 
 
 def read_usage(raw: Any) -> Usage:
     """An upstream's usage: cache reads from prompt_tokens_details.cached_tokens (OpenAI), or DeepSeek's
-    prompt_cache_hit_tokens; cache writes from prompt_tokens_details.cache_write_tokens."""
+    prompt_cache_hit_tokens; cache writes from prompt_tokens_details.cache_write_tokens; reasoning from
+    completion_tokens_details.reasoning_tokens."""
     raw = raw if isinstance(raw, dict) else {}
     details = raw.get("prompt_tokens_details")
     details = details if isinstance(details, dict) else {}
     cached = details.get("cached_tokens")
+    completion = raw.get("completion_tokens_details")
+    completion = completion if isinstance(completion, dict) else {}
     return Usage(
         input_tokens=opt_int(raw.get("prompt_tokens")),
         output_tokens=opt_int(raw.get("completion_tokens")),
         cached_input_tokens=opt_int(cached if cached is not None else raw.get("prompt_cache_hit_tokens")),
         cache_write_tokens=opt_int(details.get("cache_write_tokens")),
+        reasoning_tokens=opt_int(completion.get("reasoning_tokens")),
     )

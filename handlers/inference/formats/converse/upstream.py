@@ -29,7 +29,7 @@ from handlers.inference.canonical import (
     Unknown,
 )
 from handlers.inference.formats.base import Traits, UpstreamOptions
-from handlers.inference.formats.common import block_param, present, refuse_untranslatable, tool_input
+from handlers.inference.formats.common import no_word_for, present, refuse_untranslatable, tool_input
 from handlers.inference.formats.converse.vocabulary import KIND, cache_point, document_block, image_block
 from handlers.inference.formats.messages.upstream import effort_thinking
 from handlers.inference.formats.messages.vocabulary import output_tool_name
@@ -210,9 +210,7 @@ def _content(content: list[Block], caller: Format, crossing: Crossing, documents
                 yield reasoning
             continue
         elif isinstance(block, Unknown):
-            kind = block.data.get("type")
-            raise unsupported(block_param(block, caller, None, str(kind or "content")), KIND,
-                              f"a {block.format} content part ({kind}) with no Converse word")
+            raise no_word_for(block, caller, KIND, "Converse")
         yield from cache_point(getattr(block, "cache", None))
 
 

@@ -7,6 +7,7 @@ from typing import Any
 from handlers.errors import ApiError
 from handlers.inference.canonical import (
     Answer,
+    Dialect,
     ItemDone,
     ItemProgress,
     ItemStart,
@@ -56,7 +57,8 @@ class StreamRenderer(StreamState):
         self._citing: list[tuple[dict[str, Any], int]] = []  # Anthropic's web citations of the text block streaming
         self._calls: dict[int, tuple[int, dict[str, Any]]] = {}  # canonical index -> (output index, item)
         self._thought: str | None = None  # the open reasoning item's id when OpenAI made it (it may come back)
-        self._signed = ""  # the open reasoning item's Anthropic signature, so far
+        self._signed = ""  # the open reasoning item's Anthropic signature so far, or Gemini's thought signature
+        self._signer: Dialect = "messages"  # whose it is
         self._keep = keeps_thinking(request)  # Anthropic's thinking comes with the token that takes it back
         self._relayed: dict[str, int] = {}  # the upstream's items we do not model, by id -> their output index
 
@@ -153,6 +155,8 @@ class StreamRenderer(StreamState):
         thinking after a signature (which ends its block) or redacted (a block of its own)."""
         if ev.redacted is not None:
             return self._redacted(ev)
+        if not ev.text and ev.format == "gemini" and not self._keep:
+            return b""  # Gemini's signature alone, for a caller who keeps no reasoning: nothing to show
         out = b""
         own = ev.id if ev.format == "responses" else None
         if (self._open is None or self._open["type"] != "reasoning" or (own is not None and own != self._thought)
@@ -161,8 +165,9 @@ class StreamRenderer(StreamState):
         assert self._open is not None
         if ev.encrypted is not None and self._thought is not None:
             self._open["encrypted_content"] = ev.encrypted
-        if ev.signature and ev.format == "messages":
+        if ev.signature and ev.format in ("messages", "gemini"):
             self._signed += ev.signature
+            self._signer = ev.format
         if not ev.text:
             return out
         if not self._pieces:
@@ -261,7 +266,7 @@ class StreamRenderer(StreamState):
 
     def _done_reasoning(self, at: dict[str, Any], item: dict[str, Any], text: str) -> bytes:
         signed, self._thought, self._signed = self._signed, None, ""
-        token = carry(Thinking(text, signature=signed, format="messages")) if self._keep and signed else None
+        token = carry(Thinking(text, signature=signed, format=self._signer)) if self._keep and signed else None
         if token is not None:
             item["encrypted_content"] = token
         if not text:

@@ -53,8 +53,7 @@ def render_usage(value: Usage) -> dict[str, Any]:
             "cache_write_tokens": count(value.cache_write_tokens),
         },
         "output_tokens": count(value.output_tokens),
-        # Canonical usage does not split reasoning out of the output: not reported, which the SDK's type says as 0.
-        "output_tokens_details": {"reasoning_tokens": 0},
+        "output_tokens_details": {"reasoning_tokens": count(value.reasoning_tokens)},
         "total_tokens": count(value.total_tokens),
     }
 
@@ -62,9 +61,11 @@ def render_usage(value: Usage) -> dict[str, Any]:
 def read_usage(raw: Any) -> Usage:
     raw = raw if isinstance(raw, dict) else {}
     given = raw.get("input_tokens_details") or {}
+    out = raw.get("output_tokens_details") if isinstance(raw.get("output_tokens_details"), dict) else {}
     return Usage(
         input_tokens=opt_int(raw.get("input_tokens")),
         output_tokens=opt_int(raw.get("output_tokens")),
         cached_input_tokens=opt_int(given.get("cached_tokens")),
         cache_write_tokens=opt_int(given.get("cache_write_tokens")),
+        reasoning_tokens=opt_int(out.get("reasoning_tokens")),
     )
