@@ -33,6 +33,13 @@ def _protocol_members(protocol: type) -> set[str]:
     return names
 
 
+# A format whose upstream half is built apart and joins it at merge (gemini: upstream.py, reader.py): until then its
+# package is the caller's half, and the Protocol members of the upstream's side are all that may be missing.
+UPSTREAM_HALF_PENDING = {"gemini"}
+_UPSTREAM_HALF = sorted(_protocol_members(base.UpstreamFormat))
+_UPSTREAM_MODULES = ["reader", "upstream"]
+
+
 def test_every_format_name_is_registered() -> None:
     assert sorted(FORMATS) == sorted(get_args(Format))
 
@@ -41,10 +48,12 @@ def test_every_format_name_is_registered() -> None:
 def test_each_format_satisfies_the_protocols(name: str) -> None:
     fmt: Any = FORMATS[name]
     missing = sorted(m for m in _protocol_members(WireFormat) if not hasattr(fmt, m))
-    assert missing == []
+    assert missing == (_UPSTREAM_HALF if name in UPSTREAM_HALF_PENDING else [])
     assert fmt.VOCABULARY.name == name
     for fn, protocol in (("parse", base.CallerFormat), ("render", base.CallerFormat),
                          ("upstream_body", base.UpstreamFormat), ("upstream_result", base.UpstreamFormat)):
+        if name in UPSTREAM_HALF_PENDING and protocol is base.UpstreamFormat:
+            continue
         want = list(inspect.signature(getattr(protocol, fn)).parameters)[1:]  # without self
         assert list(inspect.signature(getattr(fmt, fn)).parameters) == want, f"{name}.{fn}"
 
@@ -52,8 +61,9 @@ def test_each_format_satisfies_the_protocols(name: str) -> None:
 @pytest.mark.parametrize("name", sorted(FORMATS))
 def test_each_format_package_has_the_same_modules(name: str) -> None:
     package = HANDLERS / "inference" / "formats" / name
+    pending = _UPSTREAM_MODULES if name in UPSTREAM_HALF_PENDING else []
     assert sorted(p.stem for p in package.glob("*.py")) == sorted(
-        ["__init__", "request", "answer", "stream", "upstream", "reader", "vocabulary"])
+        {"__init__", "request", "answer", "stream", "upstream", "reader", "vocabulary"} - set(pending))
 
 
 UPSTREAM_ONLY = sorted(set(UPSTREAM_FORMATS) - set(FORMATS))

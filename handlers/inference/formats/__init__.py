@@ -3,8 +3,8 @@ it) in the same modules (base.py says which), and the formats only upstreams spe
 API), which are only the upstream half. FORMATS and UPSTREAM_FORMATS, the registries every other module reads them
 from, are filled here, before any module of a format can be used; common.py holds what the packages share."""
 
-from handlers.inference.formats import chat, converse, messages, responses
+from handlers.inference.formats import chat, converse, gemini, messages, responses
 from handlers.inference.formats.base import FORMATS, UPSTREAM_FORMATS
 
-FORMATS.update({"chat": chat, "messages": messages, "responses": responses})
+FORMATS.update({"chat": chat, "messages": messages, "responses": responses, "gemini": gemini})  # type: ignore[dict-item]
 UPSTREAM_FORMATS.update({**FORMATS, "converse": converse})
