@@ -31,6 +31,8 @@ def goes_back(block: Thinking, target: Dialect) -> bool:
         return block.format == "responses" and bool(block.encrypted)
     if target == "converse":  # a model that signs nothing (not Claude) gives its text alone, and takes it back
         return block.format == "converse" and bool(block.signature or block.redacted or block.text)
+    if target == "gemini":  # Gemini's thought signatures, on the part they came with (formats/gemini/request.py)
+        return block.format == "gemini" and bool(block.signature)
     return block.format == "chat" and bool(block.text)
 
 
@@ -80,6 +82,8 @@ def _shows(block: Thinking) -> bool:
 
 def _what(block: Thinking) -> tuple[str, str]:
     """The block's kind, singular and plural."""
+    if block.format == "gemini":
+        return "thought signature from gemini", "thought signatures from gemini"
     if block.format == "converse":
         if block.redacted:
             return "redacted reasoning block from bedrock", "redacted reasoning blocks from bedrock"
@@ -104,6 +108,7 @@ _WHY: dict[Dialect, str] = {
     "responses": "a responses upstream takes back only reasoning items it encrypted itself",
     "chat": "a chat completions upstream takes back only reasoning text it showed itself",
     "converse": "a bedrock upstream takes back only reasoning it gave itself",
+    "gemini": "a gemini upstream takes back only thought signatures it gave itself",
 }
 
 
