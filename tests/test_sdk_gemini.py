@@ -110,7 +110,7 @@ def test_text(live: Live, fake: FakeUpstream, kind: str, version: str) -> None:
     headers = answer.sdk_http_response.headers
     assert answer.response_id == headers["x-specway-decision-id"] and answer.model_version == MODEL[kind]
     assert answer.candidates[0].finish_reason == types.FinishReason.STOP
-    prompt, output, cached = usage_of(kind)
+    prompt, output, _ = usage_of(kind)
     meta = answer.usage_metadata
     assert (meta.prompt_token_count, meta.candidates_token_count, meta.cached_content_token_count) == usage_of(kind)
     assert meta.total_token_count == prompt + output
