@@ -447,6 +447,221 @@ class SseEvent(StrictModel):
     id: StrictStr = None
 
 
+class GeminiGenerationConfig(StrictModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    temperature: StrictFloat = Field(None, json_schema_extra={"x-translate": "canonical"})
+    topP: StrictFloat = Field(None, json_schema_extra={"x-translate": "canonical"})
+    topK: StrictFloat = Field(None, json_schema_extra={"x-translate": "extra"})
+    """
+    Sample from the top K tokens only; gemini upstreams only.
+    """
+    candidateCount: StrictInt = Field(None, json_schema_extra={"x-translate": {"inert": 1}})
+    """
+    The gateway returns one candidate; any other count is refused by name.
+    """
+    maxOutputTokens: StrictFloat = Field(
+        None, ge=1.0, json_schema_extra={"x-translate": "canonical"}, le=2147483647.0, multiple_of=1.0
+    )
+    stopSequences: list[StrictStr] = Field(None, json_schema_extra={"x-translate": "canonical"})
+    seed: StrictInt = Field(None, json_schema_extra={"x-translate": "canonical"})
+    presencePenalty: StrictFloat = Field(None, json_schema_extra={"x-translate": {"inert": 0}})
+    """
+    Gemini upstreams only (0 goes anywhere).
+    """
+    frequencyPenalty: StrictFloat = Field(None, json_schema_extra={"x-translate": {"inert": 0}})
+    """
+    Gemini upstreams only (0 goes anywhere).
+    """
+    responseLogprobs: StrictBool = Field(None, json_schema_extra={"x-translate": {"inert": False}})
+    """
+    Gemini upstreams only (false goes anywhere).
+    """
+    logprobs: StrictInt = Field(None, json_schema_extra={"x-translate": "extra"})
+    """
+    Gemini upstreams only.
+    """
+    responseMimeType: StrictStr = Field(None, json_schema_extra={"x-translate": "canonical"})
+    """
+    text/plain, or application/json (structured output, matching responseSchema or responseJsonSchema when given); any other type (text/x.enum) reaches a gemini upstream only.
+    """
+    responseSchema: dict[str, Any] = Field(None, json_schema_extra={"x-translate": "canonical"})
+    """
+    Google's OpenAPI-subset schema (types in capitals), translated into a JSON schema for other upstreams.
+    """
+    responseJsonSchema: Any = Field(None, json_schema_extra={"x-translate": "canonical"})
+    """
+    A JSON schema the answer must match.
+    """
+    responseModalities: list[StrictStr] = Field(None, json_schema_extra={"x-translate": {"inert": ["TEXT"]}})
+    """
+    Only TEXT goes to other upstreams.
+    """
+    mediaResolution: StrictStr = Field(None, json_schema_extra={"x-translate": "advisory"})
+    """
+    How finely Google reads images and video. Advisory; left out for other upstreams.
+    """
+    speechConfig: dict[str, Any] = Field(None, json_schema_extra={"x-translate": "extra"})
+    """
+    Spoken answers; gemini upstreams only.
+    """
+    imageConfig: dict[str, Any] = Field(None, json_schema_extra={"x-translate": "extra"})
+    """
+    Generated images; gemini upstreams only.
+    """
+    audioTimestamp: StrictBool = Field(None, json_schema_extra={"x-translate": "extra"})
+    """
+    Gemini upstreams only.
+    """
+    enableEnhancedCivicAnswers: StrictBool = Field(None, json_schema_extra={"x-translate": "extra"})
+    """
+    Gemini upstreams only.
+    """
+    enableAffectiveDialog: StrictBool = Field(None, json_schema_extra={"x-translate": "extra"})
+    """
+    Gemini upstreams only.
+    """
+    routingConfig: dict[str, Any] = Field(None, json_schema_extra={"x-translate": "extra"})
+    """
+    Vertex AI's model routing; gemini upstreams only.
+    """
+    modelSelectionConfig: dict[str, Any] = Field(None, json_schema_extra={"x-translate": "extra"})
+    """
+    Vertex AI's model selection; gemini upstreams only.
+    """
+    thinkingConfig: dict[str, Any] = Field(None, json_schema_extra={"x-translate": "canonical"})
+    """
+    {thinkingBudget, thinkingLevel, includeThoughts}: thinkingLevel (MINIMAL, LOW, MEDIUM, HIGH) is the request's effort; thinkingBudget is Anthropic's budget_tokens (0 turns thinking off, -1 lets the model decide; the key's routing policy maps a budget to an effort tier); includeThoughts shows the reasoning as thought parts.
+    """
+
+
+class GeminiContent(StrictModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    role: StrictStr = None
+    """
+    user or model (function, for function responses, is read as user).
+    """
+    parts: list[dict[str, Any]] = None
+    """
+    Parts: {text}, {inlineData: {mimeType, data}}, {fileData: {mimeType, fileUri}}, {functionCall: {id?, name, args}}, {functionResponse: {id?, name, response, parts?}}, a thought ({text, thought: true}); any part may carry a thoughtSignature. Google's other parts (executableCode, codeExecutionResult, videoMetadata ...) reach a gemini upstream only.
+    """
+
+
+class GeminiCandidate(StrictModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    content: GeminiContent = None
+    finishReason: StrictStr = None
+    """
+    STOP, MAX_TOKENS or SAFETY (a tool call ends with STOP, as Gemini's do); absent from a stream's chunks before the last.
+    """
+    index: StrictInt = None
+
+
+class GeminiUsageMetadata(StrictModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    promptTokenCount: StrictInt = None
+    """
+    Every prompt token, cached ones included.
+    """
+    candidatesTokenCount: StrictInt = None
+    """
+    The answer's tokens, its thoughts apart.
+    """
+    cachedContentTokenCount: StrictInt = None
+    """
+    Prompt tokens read from a prompt cache.
+    """
+    thoughtsTokenCount: StrictInt = None
+    """
+    Reasoning tokens, when the upstream reported them apart.
+    """
+    totalTokenCount: StrictInt = None
+
+
+class GeminiCountTokensRequest(StrictModel):
+    """
+    The prompt to count, as `contents` (with `systemInstruction` and `tools`, as Vertex AI takes them), or as a whole `generateContentRequest`.
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    contents: list[GeminiContent] = None
+    systemInstruction: StrictStr | GeminiContent = None
+    tools: list[Any] = None
+    generateContentRequest: dict[str, Any] = None
+    """
+    A GenerateContentRequest (its `model` is ignored, the path names the model).
+    """
+
+
+class GeminiCountTokensResponse(StrictModel):
+    totalTokens: StrictInt
+
+
+class GeminiModel(StrictModel):
+    name: StrictStr
+    """
+    models/<id>, the id being a catalog model id or alias.
+    """
+    baseModelId: StrictStr = None
+    version: StrictStr = None
+    displayName: StrictStr
+    description: StrictStr = None
+    inputTokenLimit: StrictInt = None
+    """
+    The model's context window, when known.
+    """
+    outputTokenLimit: StrictInt = None
+    """
+    The most output the model gives, when known.
+    """
+    supportedGenerationMethods: list[StrictStr]
+    """
+    generateContent, streamGenerateContent and countTokens.
+    """
+    thinking: StrictBool = None
+    """
+    Whether the model reasons (takes a thinkingConfig).
+    """
+
+
+class GeminiModelList(StrictModel):
+    models: list[GeminiModel]
+    nextPageToken: StrictStr = None
+    """
+    Present when there are more; send it as pageToken for the next page.
+    """
+
+
+class Error1(StrictModel):
+    code: StrictInt
+    """
+    The HTTP status.
+    """
+    message: StrictStr
+    status: StrictStr
+    """
+    Google's status word for it (INVALID_ARGUMENT, UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND, RESOURCE_EXHAUSTED, INTERNAL, UNAVAILABLE, DEADLINE_EXCEEDED ...).
+    """
+    details: list[dict[str, Any]] = None
+
+
+class GeminiError(StrictModel):
+    """
+    Google's error shape, answered on the Gemini paths (/v1beta/..., and the /v1/models/{model}:action paths) instead of the gateway's own: Google's SDKs read only theirs. `details` carries the gateway's error code (google.rpc.ErrorInfo: reason, domain specway) and the field at fault (google.rpc.BadRequest).
+    """
+
+    error: Error1
+
+
 class AnthropicMessage(StrictModel):
     model_config = ConfigDict(
         extra="allow",
@@ -895,6 +1110,76 @@ class Error(StrictModel):
 
     type: Literal["error"]
     error: ErrorDetail
+
+
+class GeminiGenerateContentRequest(StrictModel):
+    """
+    A GenerateContentRequest. The model is the path's `{model}`. Every field google-genai sends is declared here; a gemini-kind upstream gets the fields as the caller wrote them, another kind gets what translates (a field that does not is a 400 naming it; advisory ones such as labels and safetySettings are left out).
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    contents: list[GeminiContent] = Field(..., json_schema_extra={"x-translate": "canonical"}, min_length=1)
+    """
+    The conversation, oldest first; `role` is user or model.
+    """
+    systemInstruction: StrictStr | GeminiContent = Field(None, json_schema_extra={"x-translate": "canonical"})
+    """
+    A Content whose text parts are the system prompt (or a plain string).
+    """
+    tools: list[Any] = Field(None, json_schema_extra={"x-translate": "canonical"})
+    """
+    Tools: {functionDeclarations: [{name, description, parameters | parametersJsonSchema}]} are translated for any upstream; {googleSearch: {}} is a hosted web search (Anthropic's and OpenAI's web search elsewhere); Google's other tools (codeExecution, urlContext, googleMaps, fileSearch, computerUse ...) reach a gemini upstream only. Never validated here.
+    """
+    toolConfig: dict[str, Any] | None = Field(None, json_schema_extra={"x-translate": "canonical"})
+    """
+    functionCallingConfig {mode: AUTO | ANY | NONE | VALIDATED, allowedFunctionNames} is the tool choice (ANY with one name forces that function; several names or VALIDATED reach a gemini upstream only); retrievalConfig (for Google's own tools) is advisory.
+    """
+    generationConfig: GeminiGenerationConfig = Field(None, json_schema_extra={"x-translate": "canonical"})
+    """
+    Sampling, limits, structured output and thinking.
+    """
+    safetySettings: list[dict[str, Any]] | None = Field(None, json_schema_extra={"x-translate": "advisory"})
+    """
+    [{category, threshold}]: Google's content-filter thresholds. Advisory; another provider applies its own filtering.
+    """
+    cachedContent: StrictStr | None = Field(None, json_schema_extra={"x-translate": "extra"})
+    """
+    A Google context cache (cachedContents/...); gemini upstreams only.
+    """
+    labels: dict[str, StrictStr] | None = Field(None, json_schema_extra={"x-translate": "advisory"})
+    """
+    Billing labels. Advisory; left out for other upstreams.
+    """
+    serviceTier: StrictStr | None = Field(None, json_schema_extra={"x-translate": "advisory"})
+    """
+    Google's service tier. Advisory; left out for other upstreams.
+    """
+    store: StrictBool | None = Field(None, json_schema_extra={"x-translate": "extra"})
+    """
+    Whether Google stores the interaction; gemini upstreams only.
+    """
+    continuationToken: StrictStr | None = Field(None, json_schema_extra={"x-translate": "extra"})
+    """
+    Continues an earlier answer; gemini upstreams only.
+    """
+
+
+class GeminiGenerateContentResponse(StrictModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    candidates: list[GeminiCandidate]
+    usageMetadata: GeminiUsageMetadata
+    modelVersion: StrictStr
+    """
+    The catalog's public id of the model that answered.
+    """
+    responseId: StrictStr
+    """
+    The decision id (GET /v1/route/explain/{decisionId} reads it back).
+    """
 
 
 class MessagesRequest(StrictModel):

@@ -30,8 +30,9 @@ _TEMPLATES = jinja2.Environment(
 )
 
 
-def _py(value: str | tuple[str, ...]) -> str:
-    """A Python literal of a string or a tuple of strings, double-quoted as ruff format writes them."""
+def _py(value: str | tuple[Any, ...]) -> str:
+    """A Python literal of a string or a tuple of strings (or of such tuples), double-quoted as ruff format writes
+    them."""
     if isinstance(value, tuple):
         return "(" + ", ".join(map(_py, value)) + ("," if len(value) == 1 else "") + ")"
     return json.dumps(value)

@@ -127,6 +127,9 @@ class Operation:
     scope: str | None
     body_model: str | None
     params: tuple[Param, ...] = field(default_factory=tuple)
+    # Where the relay key may be, in order, when the operation's own `security` says so: ("bearer", header) for an
+    # http bearer scheme, ("header", name) or ("query", name) for an apiKey scheme. Empty: the root's (glue's default).
+    credentials: tuple[tuple[str, str], ...] = ()
 
 
 def _pythonic(name: str) -> str:
@@ -138,6 +141,26 @@ def _body_model(op: dict[str, Any]) -> str | None:
     schema = (content.get("application/json") or {}).get("schema") or {}
     ref = schema.get("$ref", "")
     return ref.rsplit("/", 1)[-1] or None
+
+
+def _credentials(doc: dict[str, Any], op: dict[str, Any], where: str, problems: list[Problem]
+                 ) -> tuple[tuple[str, str], ...]:
+    """The places an operation's own `security` reads the relay key from, in its order (none: the root's)."""
+    schemes = doc.get("components", {}).get("securitySchemes", {})
+    out: list[tuple[str, str]] = []
+    for requirement in op.get("security") or ():
+        for name in requirement:
+            scheme = schemes.get(name)
+            if not isinstance(scheme, dict):
+                problems.append(Problem(where, f"security names {name!r}, which securitySchemes does not define"))
+            elif scheme.get("type") == "http" and scheme.get("scheme") == "bearer":
+                out.append(("bearer", "authorization"))
+            elif scheme.get("type") == "apiKey" and scheme.get("in") in ("header", "query"):
+                out.append((scheme["in"], str(scheme["name"]).lower() if scheme["in"] == "header" else scheme["name"]))
+            else:
+                problems.append(Problem(where, f"security scheme {name!r} is neither http bearer nor a header or query "
+                                        "apiKey"))
+    return tuple(out)
 
 
 def operations(doc: dict[str, Any]) -> list[Operation]:
@@ -165,7 +188,8 @@ def operations(doc: dict[str, Any]) -> list[Operation]:
                 for p in op.get("parameters", [])
             )
             ops[op_id] = Operation(
-                op_id, method, path, op["x-handler"], op.get("x-scope"), _body_model(op), params
+                op_id, method, path, op["x-handler"], op.get("x-scope"), _body_model(op), params,
+                _credentials(doc, op, where, problems),
             )
     if problems:
         raise SpecError(problems)
@@ -193,25 +217,36 @@ def scopes(doc: dict[str, Any], ops: list[Operation]) -> Scopes:
     return Scopes(known, default)
 
 
+ERROR_SHAPES = ("specway", "google")  # an operation's x-error-shape: ours (the default), or Google's (GeminiError)
+
+
 @dataclass(frozen=True)
 class PathPattern:
     template: str  # as in the spec: /v1/keys/{keyId}
     regex: str  # what a request path for it matches
     methods: str  # "GET, POST", as an Allow header lists them
+    errors: str = "specway"  # the shape of its errors (ERROR_SHAPES)
 
 
 def path_patterns(doc: dict[str, Any]) -> list[PathPattern]:
     """Every spec path as a pattern, in the spec's order. A parameter of `format: path` may span slashes, or be
     empty, as Starlette's path convertor (which routes the request) matches it."""
     out = []
+    problems: list[Problem] = []
     for path, item in doc["paths"].items():
         ops = [item[m] for m in METHODS if m in item]
+        shapes = {op.get("x-error-shape", "specway") for op in ops}
+        if len(shapes) != 1 or not shapes <= set(ERROR_SHAPES):
+            problems.append(Problem(f"paths.{path}", f"x-error-shape must be one of {', '.join(ERROR_SHAPES)}, the "
+                                    f"same for every operation of a path (got {', '.join(sorted(map(str, shapes)))})"))
         slashed = {p["name"] for op in ops for p in op.get("parameters", []) if p.get("schema", {}).get("format") == "path"}
         regex = re.escape(path)
         for name in re.findall(r"\{([^}]+)\}", path):
             regex = regex.replace(re.escape("{" + name + "}"), ".*" if name in slashed else "[^/]+")
         methods = sorted(m.upper() for m in item if m in ("get", "put", "post", "delete", "patch"))
-        out.append(PathPattern(path, f"^{regex}$", ", ".join(methods)))
+        out.append(PathPattern(path, f"^{regex}$", ", ".join(methods), next(iter(shapes))))
+    if problems:
+        raise SpecError(problems)
     return out
 
 

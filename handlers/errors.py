@@ -2,6 +2,9 @@
 
 It parses in both the OpenAI and the Anthropic SDKs. Every error the gateway answers is an ApiError; a request
 model's ValidationError becomes one by validation_error, for the API and the CLI alike.
+
+The one place it yields is the Gemini paths, whose callers (Google's SDKs, Gemini CLI) read only Google's shape:
+there the same error is answered as google_body() says (handlers/edge/paths.py picks the shape by path).
 """
 
 from __future__ import annotations
@@ -39,6 +42,26 @@ class ApiError(Exception):
     def json(self) -> bytes:
         return orjson.dumps(self.body())
 
+    def google_body(self) -> dict[str, Any]:
+        """Google's error shape, {"error": {code, message, status, details}}: the status word for the HTTP status,
+        and in `details` the gateway's code (a google.rpc.ErrorInfo) and the field at fault (a google.rpc.BadRequest
+        field violation)."""
+        details: list[dict[str, Any]] = [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": self.code,
+                                          "domain": "specway", "metadata": {"type": self.type}}]
+        if self.param is not None:
+            details.append({"@type": "type.googleapis.com/google.rpc.BadRequest",
+                            "fieldViolations": [{"field": self.param, "description": self.message}]})
+        status = GOOGLE_STATUS.get(self.status) or ("INTERNAL" if self.status >= 500 else "INVALID_ARGUMENT")
+        return {"error": {"code": self.status, "message": self.message, "status": status, "details": details}}
+
+
+# Google's status words (google.rpc.Code) by HTTP status, as its API answers them; 402 (out of credit) is a resource
+# exhausted, and 502 an upstream that is unavailable.
+GOOGLE_STATUS = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 402: "RESOURCE_EXHAUSTED", 403: "PERMISSION_DENIED",
+                 404: "NOT_FOUND", 405: "UNIMPLEMENTED", 408: "DEADLINE_EXCEEDED", 409: "ABORTED",
+                 413: "INVALID_ARGUMENT", 415: "INVALID_ARGUMENT", 429: "RESOURCE_EXHAUSTED", 431: "INVALID_ARGUMENT",
+                 499: "CANCELLED", 500: "INTERNAL", 501: "UNIMPLEMENTED", 502: "UNAVAILABLE", 503: "UNAVAILABLE",
+                 504: "DEADLINE_EXCEEDED"}
 
 STORE_RETRY_AFTER = 5  # seconds a caller is told to wait when the store cannot be reached
 

@@ -1,5 +1,6 @@
 """A scripted model for the coding-agent tests (tests/test_coding_agents.py), answering through tests/fake_upstream.py
-in whichever upstream dialect the gateway speaks to it (chat, messages, responses, converse). Not product code.
+in whichever upstream dialect the gateway speaks to it (chat, messages, responses, converse, gemini). Not product
+code.
 
     provider = AgentProvider(Task.shell("echo specway-1a2b"), workdir)
     fake.responder = provider
@@ -117,6 +118,10 @@ def offered(dialect: str, body: dict[str, Any]) -> list[Offered]:
     for tool in (body.get("toolConfig") or {}).get("tools") or [] if dialect == "converse" else []:
         if spec := tool.get("toolSpec"):
             found.append(Offered(spec.get("name", ""), False, _names((spec.get("inputSchema") or {}).get("json"))))
+    for tool in body.get("tools") or [] if dialect == "gemini" else []:
+        for declared in tool.get("functionDeclarations") or []:
+            schema = declared.get("parametersJsonSchema") or declared.get("parameters")
+            found.append(Offered(declared.get("name", ""), False, _names(schema)))
     return found
 
 
@@ -132,6 +137,12 @@ def tool_result(dialect: str, body: dict[str, Any]) -> str | None:
         if last.get("type") in ("function_call_output", "custom_tool_call_output"):
             return _text(last.get("output"))
         return None
+    if dialect == "gemini":
+        contents = body.get("contents") or []
+        parts = contents[-1].get("parts") or [] if contents and contents[-1].get("role") == "user" else []
+        answers = [p["functionResponse"].get("response") for p in parts if "functionResponse" in p]
+        said = [a.get("output", a) if isinstance(a, dict) else a for a in answers]
+        return "\n".join(s if isinstance(s, str) else orjson.dumps(s).decode() for s in said) if said else None
     messages = body.get("messages") or []
     last = messages[-1] if messages else {}
     if dialect == "chat":
@@ -146,12 +157,13 @@ def tool_result(dialect: str, body: dict[str, Any]) -> str | None:
 
 def last_user_text(dialect: str, body: dict[str, Any]) -> str:
     """The text of the request's last user turn, "" when there is none."""
-    turns = body.get("input") if dialect == "responses" else body.get("messages")
+    turns = body.get("input") if dialect == "responses" else body.get(
+        "contents" if dialect == "gemini" else "messages")
     if isinstance(turns, str):
         return turns
     for turn in reversed(turns or []):
         if turn.get("role") == "user":
-            return _text(turn.get("content"))
+            return _text(turn.get("parts" if dialect == "gemini" else "content"))
     return ""
 
 

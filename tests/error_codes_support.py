@@ -20,19 +20,27 @@ UNROUTED = {name: entry["status"] for name, entry in TABLE.items() if entry.get(
 
 def declared(method: str, path: str) -> tuple[str, dict[str, int]]:
     """Where a request lands (its operation, or none) and the codes it may answer there, with their statuses."""
-    info = paths.match(path)
+    info = paths.match(path, method)
     op = SPEC["paths"][info.template].get(method.lower()) if info else None
     if op is None:
         return f"{method} {path} (no operation)", dict(UNROUTED)
     return f"{method} {info.template}", {**UNROUTED, **{name: TABLE[name]["status"] for name in op["x-error-codes"]}}
 
 
+def _code(error: dict[str, Any], status: int) -> str:
+    """The gateway's code of an error in our shape, or in Google's (the status in `code`, ours in an ErrorInfo's
+    reason)."""
+    if error["code"] != status:
+        return str(error["code"])
+    return next(d["reason"] for d in error["details"] if d.get("@type", "").endswith("google.rpc.ErrorInfo"))
+
+
 def problem(method: str, path: str, status: int, body: bytes) -> str | None:
     """What is wrong with an error answer, or None when its code is declared for that operation and status."""
     where, codes = declared(method, path)
     try:
-        code = orjson.loads(body)["error"]["code"]
-    except (orjson.JSONDecodeError, KeyError, TypeError):
+        code = _code(orjson.loads(body)["error"], status)
+    except (orjson.JSONDecodeError, KeyError, TypeError, StopIteration):
         return f"{where}: a {status} without the error shape: {body[:200]!r}"
     if codes.get(code) != status:
         listed = sorted(name for name, s in codes.items() if s == status)

@@ -26,12 +26,14 @@ import yaml
 
 from generated import models
 from generated.paths import TABLE
+from handlers.edge import paths
 from tests.conftest import free_port, proc_kib, spawn, stop
 from tests.fake_upstream import FakeUpstream
 
 LIMIT = 1024 * 1024  # the spawned gateway's server.body_limit_bytes
 HANG = 30.0  # seconds any one answer may take before the case counts as a hang
 MODEL = "acme/oa"  # on the fake upstream, kind openai
+GEMINI = f"/v1beta/models/{MODEL}:generateContent"
 
 
 @dataclass(frozen=True)
@@ -97,11 +99,27 @@ def check(reply: Reply, case: Case) -> None:
         assert reply.headers["content-type"].startswith("application/json"), case.id
         assert reply.headers.get("x-request-id")
         if case.method != "HEAD":
-            error = models.Error.model_validate_json(reply.body).error
-            assert case.code is None or error.code == case.code, f"{case.id}: {reply.body[:300]!r}"
-            assert case.param is None or error.param == case.param, f"{case.id}: {reply.body[:300]!r}"
+            code, param = error_of(reply.body, case)
+            assert case.code is None or code == case.code, f"{case.id}: {reply.body[:300]!r}"
+            assert case.param is None or param == case.param, f"{case.id}: {reply.body[:300]!r}"
     elif case.answer is not None and case.method != "HEAD":
         case.answer(reply.body)
+
+
+def error_of(body: bytes, case: Case) -> tuple[str, str | None]:
+    """(code, param) of an error answer, in the shape its path answers: Google's on the Gemini paths (the code in an
+    ErrorInfo's reason, the param in a BadRequest's field violation), ours everywhere else."""
+    path = case.target.partition("?")[0]
+    info = paths.match(path, case.method)
+    if (info.errors == "google") if info is not None else path.startswith("/v1beta/"):
+        error = models.GeminiError.model_validate_json(body).error
+        reasons = [d["reason"] for d in error.details or () if d["@type"].endswith("google.rpc.ErrorInfo")]
+        fields = [v["field"] for d in error.details or () if d["@type"].endswith("google.rpc.BadRequest")
+                  for v in d["fieldViolations"]]
+        assert error.status and len(reasons) == 1, body
+        return reasons[0], fields[0] if fields else None
+    detail = models.Error.model_validate_json(body).error
+    return detail.code, detail.param
 
 
 def _valid(model: type[pydantic.BaseModel]) -> Callable[[bytes], Any]:
@@ -127,13 +145,17 @@ BASE: dict[str, dict[str, Any]] = {
     "/v1/responses": {"model": MODEL, "input": "Say hello.", "x_extra": {"a": [1]},
                       "tools": [{"type": "function", "name": "f", "parameters": {"maximum": 1}}]},
     "/v1/messages/count_tokens": {"model": MODEL, "messages": USER},
+    GEMINI: {"contents": [{"role": "user", "parts": [{"text": "Say hello."}]}], "generationConfig": {
+        "maxOutputTokens": 64, "temperature": 0.5, "topP": 0.5}, "x_extra": {"a": [1]}, "tools": [
+        {"functionDeclarations": [{"name": "f", "parametersJsonSchema": {"type": "object", "properties": {
+            "n": {"type": "number", "maximum": 1}}}}]}]},
 }
 ANSWERS: dict[str, Callable[[bytes], Any]] = {
     "/v1/chat/completions": _valid(models.ChatCompletion), "/v1/messages": _valid(models.Message),
     "/v1/responses": _valid(models.ResponseObject), "/v1/messages/count_tokens": _json_object,
-    "/v1/workspaces": _json_object,
+    "/v1/workspaces": _json_object, GEMINI: _valid(models.GeminiGenerateContentResponse),
 }
-INFERENCE = ("/v1/chat/completions", "/v1/messages", "/v1/responses")
+INFERENCE = ("/v1/chat/completions", "/v1/messages", "/v1/responses", GEMINI)
 # Where a number goes, per endpoint (dotted paths, as the error's param names them).
 NUMBER_FIELDS = {
     "/v1/chat/completions": ["max_tokens", "max_completion_tokens", "temperature", "top_p", "n", "seed",
@@ -143,6 +165,9 @@ NUMBER_FIELDS = {
                      "messages.1.content.0.input.n", "tools.0.input_schema.properties.n.maximum"],
     "/v1/responses": ["max_output_tokens", "temperature", "top_p", "top_logprobs", "x_unknown", "x_extra.a.0",
                       "tools.0.parameters.maximum"],
+    GEMINI: ["generationConfig.maxOutputTokens", "generationConfig.temperature", "generationConfig.topP",
+             "generationConfig.seed", "x_unknown", "x_extra.a.0",
+             "tools.0.functionDeclarations.0.parametersJsonSchema.properties.n.maximum"],
 }
 NOT_JSON = ["NaN", "Infinity", "-Infinity"]
 OUT_OF_RANGE = ["1e400", "-1e400", str(2**64), str(-(2**63) - 1), str(10**30)]
@@ -307,11 +332,11 @@ def path_cases() -> Iterator[Case]:
 def method_cases() -> Iterator[Case]:
     for info in TABLE:
         target = with_id(info.template, "x")
-        allowed = info.methods.split(", ")
+        allowed = paths.allowed(target)  # GET /v1/models/x:countTokens is a GET of /v1/models/{modelId}
         for method in ("GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE"):
-            if method not in allowed:
+            if method not in allowed.split(", "):
                 yield Case(f"{method} {info.template}", method, target, b"{}" if method != "GET" else None,
-                           expect=frozenset({405}), code="method_not_allowed", extra={"allow": info.methods})
+                           expect=frozenset({405}), code="method_not_allowed", extra={"allow": allowed})
     for method in ("POST", "PUT", "DELETE"):
         yield Case(f"{method} /openapi.json", method, "/openapi.json", b"{}", expect=frozenset({405}))
     yield Case("HEAD /healthz", "HEAD", "/healthz", expect=frozenset({200}))

@@ -29,13 +29,13 @@ import yaml
 
 from tests.agent_provider import QUOTE, AgentProvider, Task
 from tests.conftest import free_port, spawn, stop, tool, unavailable
-from tests.fake_upstream import FakeUpstream, aws_environment
+from tests.fake_upstream import GEMINI_KEY, FakeUpstream, aws_environment
 
 AGENTS_DIR = Path(__file__).parent / "agents"
-KINDS = ("anthropic", "openai", "responses", "bedrock")
+KINDS = ("anthropic", "openai", "responses", "bedrock", "gemini")
 MODEL = {kind: f"acme/on-{kind}" for kind in KINDS}
 UPSTREAM_PATH = {"anthropic": "/v1/messages", "openai": "/v1/chat/completions", "responses": "/v1/responses",
-                 "bedrock": "/model/"}  # bedrock's path is /model/{modelId}/converse-stream
+                 "bedrock": "/model/", "gemini": "/v1beta/models/"}  # then {modelId}/converse-stream, or :action
 BEDROCK_NAME = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"  # Claude through an inference profile
 RUN_SECONDS = 120  # an agent that has not finished by then is stuck; the test fails with its output
 
@@ -117,6 +117,7 @@ def gateway(fake: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> Ite
         "openai": {"kind": "openai", "base_url": fake.url},
         "responses": {"kind": "responses", "base_url": fake.url},
         "bedrock": {"kind": "bedrock", "region": "us-east-1", "base_url": fake.bedrock_url},
+        "gemini": {"kind": "gemini", "base_url": fake.google_url, "api_key_env": "SPECWAY_AGENTS_GEMINI_KEY"},
     }
     config = where / "specway.yaml"
     config.write_text(yaml.safe_dump({
@@ -130,6 +131,7 @@ def gateway(fake: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> Ite
     port = free_port()
     with pytest.MonkeyPatch.context() as mp:  # the gateway signs its Bedrock calls with the fake's AWS key
         aws_environment(mp, where)
+        mp.setenv("SPECWAY_AGENTS_GEMINI_KEY", GEMINI_KEY)
         proc, key = spawn(config, port, where / "serve.log")
     trap = Trap()
     try:

@@ -203,11 +203,17 @@ def test_the_paths_table_matches_every_path_of_the_spec() -> None:
     spec_paths = _bundle()["paths"]
     assert [info.template for info in TABLE] == list(spec_paths)
     for template, item in spec_paths.items():
-        info = paths.match(_example(template))
+        methods = sorted(m.upper() for m in item if m in ("get", "put", "post", "delete", "patch"))
+        info = paths.match(_example(template), methods[0])  # a path and a method: one spec path
         assert info is not None and info.template == template
-        assert info.methods == ", ".join(sorted(m.upper() for m in item if m in ("get", "put", "post", "delete", "patch")))
+        assert info.methods == ", ".join(methods)
     slashed = paths.match("/v1/models/acme/fast")  # a model id may hold a slash (format: path)
     assert slashed is not None and slashed.template == "/v1/models/{modelId}"
+    # Gemini's actions share OpenAI's /v1/models/ prefix: the method tells them apart, as the router does
+    action = paths.match("/v1/models/acme/fast:countTokens", "POST")
+    assert action is not None and action.template == "/v1/models/{model}:countTokens" and action.errors == "google"
+    model = paths.match("/v1/models/acme/fast:countTokens", "GET")
+    assert model is not None and model.template == "/v1/models/{modelId}" and model.errors == "specway"
     assert paths.match("/v1/keys/a/b") is None and paths.match("/nowhere") is None
 
 

@@ -62,7 +62,7 @@ UPSTREAM_ONLY = sorted(set(UPSTREAM_FORMATS) - set(FORMATS))
 def test_every_upstream_format_is_registered() -> None:
     assert sorted(UPSTREAM_FORMATS) == sorted(get_args(Dialect))
     assert all(UPSTREAM_FORMATS[name] is fmt for name, fmt in FORMATS.items())
-    assert UPSTREAM_ONLY == ["converse", "gemini"]
+    assert UPSTREAM_ONLY == ["converse"]
 
 
 @pytest.mark.parametrize("name", UPSTREAM_ONLY)

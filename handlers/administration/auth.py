@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -37,6 +38,11 @@ class Principal:
         return self.key.workspace_id
 
 
+# Where a relay key may be, as the spec's security schemes say: ("bearer", header), ("header", name), ("query", name).
+Credentials = tuple[tuple[str, str], ...]
+DEFAULT_CREDENTIALS: Credentials = (("bearer", "authorization"), ("header", "x-api-key"))  # the root's schemes
+
+
 def secret_from_headers(authorization: str | None, x_api_key: str | None) -> str | None:
     if authorization:
         scheme, _, value = authorization.partition(" ")
@@ -44,6 +50,20 @@ def secret_from_headers(authorization: str | None, x_api_key: str | None) -> str
             return value.strip()
     if x_api_key and x_api_key.strip():
         return x_api_key.strip()
+    return None
+
+
+def secret_from(credentials: Credentials, headers: Mapping[str, str], query: Mapping[str, str]) -> str | None:
+    """The relay key from the first place of `credentials` that holds one (a query key is never logged: the request
+    log and the traces carry the route and the path, never the query)."""
+    for where, name in credentials:
+        if where == "bearer":
+            found = secret_from_headers(headers.get(name), None)
+        else:
+            value = (headers if where == "header" else query).get(name)
+            found = value.strip() if value and value.strip() else None
+        if found:
+            return found
     return None
 
 
@@ -101,7 +121,8 @@ class KeyCache:
     async def authenticate(self, secret: str | None, scope: str) -> Principal:
         if not secret:
             raise ApiError(
-                codes.INVALID_API_KEY, "No relay key: send it as 'Authorization: Bearer <key>' or in 'x-api-key'."
+                codes.INVALID_API_KEY, "No relay key: send it as 'Authorization: Bearer <key>' or in 'x-api-key' "
+                "('x-goog-api-key' or ?key= on the Gemini paths)."
             )
         key = await self.lookup(secret)
         if key is None or not key.active(datetime.now(UTC)):

@@ -51,8 +51,7 @@ def _on_http(path: str, exc: HTTPException) -> ApiError:
     message = messages.get(status) or str(exc.detail)
     headers = dict(exc.headers or {})
     if status == 405:
-        info = paths.match(path)
-        headers["Allow"] = info.methods if info else headers.get("Allow", "")
+        headers["Allow"] = paths.allowed(path) or headers.get("Allow", "")
     return ApiError(_code(status), message, headers=headers)
 
 

@@ -166,7 +166,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
             return
         if self.transport.is_closing():
             return
-        body = err.json()
+        body = paths.error_json(err, _path(target), method.decode("latin-1"))
         lines = [STATUS_LINE[err.status]]
         headers = [*self.server_state.default_headers, (b"content-type", b"application/json"),
                    (b"content-length", str(len(body)).encode()), (b"connection", b"close"),
@@ -179,13 +179,19 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         self.loop.call_later(LINGER, self.transport.close)
 
 
-def _record(err: ApiError, method: str, target: bytes) -> None:
-    """A refusal in the request log and in specway_requests_total, like any answered request."""
+def _path(target: bytes) -> str:
+    """The path of a request target, "" when there is none (or it cannot be parsed)."""
     try:
         path = httptools.parse_url(target).path or b"" if target else b""
     except httptools.HttpParserInvalidURLError:
         path = b""
-    info = paths.match(path.decode("latin-1")) if path else None
+    return path.decode("latin-1")
+
+
+def _record(err: ApiError, method: str, target: bytes) -> None:
+    """A refusal in the request log and in specway_requests_total, like any answered request."""
+    path = _path(target)
+    info = paths.match(path, method) if path else None
     route = info.template if info else "unmatched"
     metrics.REQUESTS.labels(route, method, str(err.status)).inc()
     if log.isEnabledFor(logging.INFO):

@@ -65,6 +65,7 @@ from connexion.uri_parsing import AbstractURIParser
 from connexion.validators import VALIDATOR_MAP
 from starlette.routing import Mount, Router
 
+from handlers.edge import paths
 from handlers.errors import ApiError
 
 
@@ -185,7 +186,7 @@ def _refusal(exc: ProblemException) -> Refusal:
 def _answer(handler: ErrorHandler) -> Callable[[ConnexionRequest, Exception], Any]:
     async def on_error(request: ConnexionRequest, exc: Exception) -> ConnexionResponse:
         err = handler(request.url.path, exc)
-        return ConnexionResponse(status_code=err.status, mimetype="application/json", body=err.json(),
-                                 headers=err.headers)
+        body = paths.error_json(err, request.url.path, request.method)
+        return ConnexionResponse(status_code=err.status, mimetype="application/json", body=body, headers=err.headers)
 
     return on_error

@@ -18,7 +18,7 @@ from connexion.lifecycle import ConnexionRequest
 
 from generated import errors as codes
 from handlers import gateway
-from handlers.administration.auth import Principal, secret_from_headers
+from handlers.administration.auth import DEFAULT_CREDENTIALS, Credentials, Principal, secret_from
 from handlers.errors import ApiError, bad_request, validation_error
 
 M = TypeVar("M", bound=pydantic.BaseModel)
@@ -28,9 +28,10 @@ INT_MIN, INT_MAX = -(2**63), 2**64 - 1
 _UTF8_BOM = b"\xef\xbb\xbf"
 
 
-async def authenticate(request: ConnexionRequest, scope: str) -> Principal:
-    headers = request.headers
-    secret = secret_from_headers(headers.get("authorization"), headers.get("x-api-key"))
+async def authenticate(request: ConnexionRequest, scope: str, credentials: Credentials = DEFAULT_CREDENTIALS
+                       ) -> Principal:
+    """The relay key from the first of `credentials` (the operation's security schemes, in order) the request has."""
+    secret = secret_from(credentials, request.headers, request.query_params)
     return await gateway.current().keys.authenticate(secret, scope)
 
 

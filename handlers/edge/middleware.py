@@ -57,7 +57,7 @@ class Edge:
             return
         request_id = _request_id(scope)
         rid = request_id.encode()
-        info = paths.match(scope["path"])
+        info = paths.match(scope["path"], scope["method"])
         route = info.template if info else "unmatched"
         fields: dict[str, Any] = {"request_id": request_id, "method": scope["method"], "route": route, "status": 500}
         started = time.perf_counter()
@@ -75,9 +75,9 @@ class Edge:
             length = _content_length(scope)
             if counted and self.max_requests is not None and self.serving > self.max_requests:
                 metrics.OVERLOADED.labels("requests").inc()
-                await _send_error(send_with_id, _overloaded(self.max_requests))
+                await _send_error(send_with_id, _overloaded(self.max_requests), scope)
             elif length is not None and length > self.limit:
-                await _send_error(send_with_id, _too_large(self.limit))  # nothing of the body is read
+                await _send_error(send_with_id, _too_large(self.limit), scope)  # nothing of the body is read
             elif self.spec is not None and scope["path"] == SPEC_PATH:
                 await _send_spec(send_with_id, scope["method"], self.spec)
             else:
@@ -144,8 +144,8 @@ def _reading(receive: Receive, limit: int, timeout: float) -> Receive:
     return wrapped
 
 
-async def _send_error(send: Send, err: ApiError) -> None:
-    body = err.json()
+async def _send_error(send: Send, err: ApiError, scope: Scope) -> None:
+    body = paths.error_json(err, scope["path"], scope["method"])
     headers: list[Any] = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
                           *((name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in err.headers.items())]
     await send({"type": "http.response.start", "status": err.status, "headers": headers})
@@ -156,7 +156,7 @@ async def _send_error(send: Send, err: ApiError) -> None:
 async def _send_spec(send: Send, method: str, spec: bytes) -> None:
     if method not in ("GET", "HEAD"):
         err = ApiError(codes.METHOD_NOT_ALLOWED, "This path does not allow that method.", headers={"Allow": "GET"})
-        await _send_error(send, err)
+        await _send_error(send, err, {"path": SPEC_PATH, "method": method})
         return
     headers: list[Any] = [(b"content-type", b"application/json"), (b"content-length", str(len(spec)).encode())]
     await send({"type": "http.response.start", "status": 200, "headers": headers})

@@ -25,5 +25,5 @@ class ServerSpans:
         if scope["type"] != "http" or tracing is None:
             await self.app(scope, receive, send)
             return
-        info = paths.match(scope["path"])
+        info = paths.match(scope["path"], scope["method"])
         await tracing.serve(self.app, scope, receive, send, info.template if info else None)

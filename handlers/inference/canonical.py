@@ -11,10 +11,9 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-Format = Literal["chat", "responses", "messages"]  # the formats callers speak
-# Every format the gateway speaks: the callers' formats, and those only an upstream speaks (Bedrock's Converse,
-# Gemini's generateContent).
-Dialect = Literal["chat", "responses", "messages", "converse", "gemini"]
+Format = Literal["chat", "responses", "messages", "gemini"]  # the formats callers speak
+# Every format the gateway speaks: the callers' formats, and those only an upstream speaks (Bedrock's Converse).
+Dialect = Literal["chat", "responses", "messages", "gemini", "converse"]
 Role = Literal["user", "assistant", "tool", "system"]  # system: an instruction at its place in the conversation
 ToolChoiceMode = Literal["auto", "none", "required", "tool"]
 

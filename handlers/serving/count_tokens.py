@@ -1,4 +1,5 @@
-"""POST /v1/messages/count_tokens: how many input tokens a Messages request would take, for the model routing picks.
+"""POST /v1/messages/count_tokens (and Gemini's :countTokens): how many input tokens a request would take, for the
+model routing picks.
 
 An upstream that can count (anthropic) is asked, with the body and headers a message request would carry; for every
 other kind the answer is the gateway's estimate, and the response says so (`x-specway-estimated: true`). A count
@@ -8,7 +9,8 @@ as one request against the key's requests per minute. Like every routed request 
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
 
 import orjson
 from starlette.responses import Response
@@ -44,7 +46,13 @@ def estimate(req: Request) -> int:
     return tokens.input_tokens(req) + tools
 
 
-async def count(principal: Principal, req: Request) -> Response:
+def _messages_count(tokens: int) -> dict[str, Any]:
+    return {"input_tokens": tokens}
+
+
+async def count(principal: Principal, req: Request, answer: Callable[[int], dict[str, Any]] = _messages_count
+                ) -> Response:
+    """The count of `req`'s prompt, answered as `answer` writes it (Messages' {input_tokens} unless said)."""
     gw = gateway.current()
     req.stream = False  # nothing is generated, so nothing streams
     plan = routing.decide(gw.catalog, gw.config.policies, gw.config.default_policy, principal.key, req)
@@ -60,7 +68,7 @@ async def count(principal: Principal, req: Request) -> Response:
     assert trace.answered is not None  # _count answered or raised
     await life.settle(trace.answered, trace.usage, 0)  # nothing was held: nothing is charged
     headers = {**life.headers(), **({ESTIMATED: "true"} if estimated else {})}
-    return json_response({"input_tokens": counted}, headers=headers)
+    return json_response(answer(counted), headers=headers)
 
 
 async def _count(gw: gateway.Gateway, life: Lifecycle, req: Request) -> tuple[int, bool]:

@@ -6,5 +6,5 @@ from, are filled here, before any module of a format can be used; common.py hold
 from handlers.inference.formats import chat, converse, gemini, messages, responses
 from handlers.inference.formats.base import FORMATS, UPSTREAM_FORMATS
 
-FORMATS.update({"chat": chat, "messages": messages, "responses": responses})
-UPSTREAM_FORMATS.update({**FORMATS, "converse": converse, "gemini": gemini})
+FORMATS.update({"chat": chat, "messages": messages, "responses": responses, "gemini": gemini})
+UPSTREAM_FORMATS.update({**FORMATS, "converse": converse})

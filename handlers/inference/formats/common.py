@@ -266,6 +266,9 @@ _LEAVES: Mapping[tuple[Format, str, str], str] = {
     ("messages", "image", "url"): "source.url", ("messages", "image", "file_id"): "source.file_id",
     ("messages", "document", "url"): "source.url", ("messages", "document", "file_id"): "source.file_id",
     ("messages", "document", "data"): "source.data",
+    ("gemini", "image", "url"): "fileData.fileUri", ("gemini", "image", "file_id"): "fileData.fileUri",
+    ("gemini", "document", "url"): "fileData.fileUri", ("gemini", "document", "file_id"): "fileData.fileUri",
+    ("gemini", "document", "data"): "inlineData.data",
 }  # fmt: skip
 
 

@@ -82,6 +82,8 @@ def _shows(block: Thinking) -> bool:
 
 def _what(block: Thinking) -> tuple[str, str]:
     """The block's kind, singular and plural."""
+    if block.format == "gemini":
+        return "thought signature from gemini", "thought signatures from gemini"
     if block.format == "converse":
         if block.redacted:
             return "redacted reasoning block from bedrock", "redacted reasoning blocks from bedrock"

@@ -55,8 +55,8 @@ HOSTED: Mapping[str, Mapping[Format, dict[str, Any]]] = {
 
 def hosted_kind(type_word: str) -> str | None:
     """The shared word for a hosted tool written with type `type_word` (web_search, web_search_preview,
-    web_search_20250305 ...), None when no other format has its like."""
-    if type_word.startswith("web_search"):
+    web_search_20250305, Gemini's googleSearch ...), None when no other format has its like."""
+    if type_word.startswith("web_search") or type_word == "googleSearch":
         return "web_search"
     return None
 
@@ -186,12 +186,17 @@ _SEARCH_OWN = {"messages": {"type", "name", "cache_control"}, "responses": {"typ
 
 
 def _web_search_options(raw: Any, source: Format, target: Format) -> tuple[dict[str, Any], list[str]]:
-    """A web search's options in the target format's words, and the options it has none for (Gemini's Google Search
-    has none of them)."""
-    if not isinstance(raw, dict) or source == target or source not in _SEARCH_OWN:
+    """A web search's options in the target format's words, and the options it has none for. Gemini's googleSearch
+    shares no option with the others (its time range filter, their domains and location): each is said."""
+    if not isinstance(raw, dict) or source == target:
         return {}, []
-    if target not in _SEARCH_OWN:
-        return {}, sorted(key for key in raw if key not in _SEARCH_OWN[source] and raw[key] is not None)
+    if "gemini" in (source, target):
+        options = raw.get("googleSearch") if source == "gemini" else raw
+        own = _SEARCH_OWN.get(source, set())
+        said = options.items() if isinstance(options, dict) else ()
+        return {}, sorted(key for key, value in said if key not in own and value is not None)
+    if source not in _SEARCH_OWN or target not in _SEARCH_OWN:
+        return {}, []
     at = 0 if source == "messages" else 1
     out: dict[str, Any] = {}
     said: set[str] = set(_SEARCH_OWN[source])

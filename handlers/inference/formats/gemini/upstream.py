@@ -1,5 +1,6 @@
 """The body a Gemini upstream gets (generateContent and streamGenerateContent, whose model is in the path, not the
-body): any caller's request rendered from canonical in Gemini's words.
+body): a Gemini caller's own body (passthrough), or any other caller's request rendered from canonical in Gemini's
+words.
 
 Tools go as function declarations with their JSON schema as it is (parametersJsonSchema), structured output as
 responseJsonSchema, the effort as thinkingConfig (a thinking level for Gemini 3, a budget for the models before),
@@ -14,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from generated.models import GeminiGenerateContentRequest
 from handlers.errors import unsupported
 from handlers.inference.canonical import (
     Block,
@@ -30,8 +32,14 @@ from handlers.inference.canonical import (
     Unknown,
 )
 from handlers.inference.formats.base import Traits, UpstreamOptions
-from handlers.inference.formats.common import no_word_for, present, refuse_untranslatable, tool_input
-from handlers.inference.formats.gemini.vocabulary import KIND, media_part
+from handlers.inference.formats.common import (
+    no_word_for,
+    passthrough_body,
+    present,
+    refuse_untranslatable,
+    tool_input,
+)
+from handlers.inference.formats.gemini.vocabulary import KIND, media_part, pick
 from handlers.inference.formats.reasoning import goes_back
 from handlers.inference.formats.tools import INPUT, Crossing
 
@@ -51,6 +59,8 @@ _PARALLEL_FIELD: dict[Format, str] = {"chat": "parallel_tool_calls", "responses"
 
 def upstream_body(request: Request, model: str, options: UpstreamOptions, traits: Traits) -> dict[str, Any]:
     """The GenerateContentRequest for `request` to `model` (its name goes in the path)."""
+    if request.format == "gemini":
+        return _passthrough(request, model, options, traits)
     carried = _CARRIED.get(request.format, {})
     refuse_untranslatable(request, KIND, carried)
     crossing = Crossing.of(request, "gemini", KIND, traits.refuse_hosted)  # type: ignore[arg-type]
@@ -60,6 +70,23 @@ def upstream_body(request: Request, model: str, options: UpstreamOptions, traits
     body.update(present(systemInstruction={"parts": system} if system else None, tools=tools or None,
                         toolConfig=_tool_config(request, crossing, bool(tools)),
                         generationConfig=_generation(request, model, traits, carried) or None))
+    return body
+
+
+def _passthrough(request: Request, model: str, options: UpstreamOptions, traits: Traits) -> dict[str, Any]:
+    """A Gemini caller's body as written (its parts and thought signatures, safety settings, cached content, tools
+    and configuration, in either of Google's spellings), without the model (the path names it). A model the catalog
+    does not mark as reasoning gets no thinkingConfig: the effort was a routing input only."""
+    body = passthrough_body(request, GeminiGenerateContentRequest, model, options)
+    body.pop("model", None)
+    config = pick(body, "generationConfig")
+    if not traits.reasoning and isinstance(config, dict):
+        kept = {k: v for k, v in config.items() if k not in ("thinkingConfig", "thinking_config")}
+        key = "generationConfig" if "generationConfig" in body else "generation_config"
+        if kept:
+            body[key] = kept
+        else:
+            del body[key]
     return body
 
 
