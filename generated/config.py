@@ -76,7 +76,7 @@ class LedgerSettings(BaseModel):
 
 class CooldownSettings(BaseModel):
     """
-    An upstream that fails `failures` times within `window_seconds` (timeouts, refused connections, 429 and 5xx) is skipped for `seconds`, then tried again.
+    A deployment (one model name on one upstream) that fails `failures` times within `window_seconds` (timeouts, 5xx, a 429 that names no wait, 403) is skipped for `seconds`, then tried again; its neighbours on the same upstream are not touched. A 429, 529 or 5xx that names a wait (Retry-After, retry-after-ms, or for a 429 the rate-limit reset headers of OpenAI and Anthropic) skips that deployment at once for exactly that wait. A whole upstream is skipped, every deployment on it, when it fails `failures` times in the window in ways that concern all of its models: a refused connection, DNS, TLS, or 401 (its key refused). With `limits.redis_url` the counts and cooldowns are shared by every worker and replica.
     """
 
     model_config = ConfigDict(
@@ -86,7 +86,7 @@ class CooldownSettings(BaseModel):
     window_seconds: StrictFloat = Field(60, gt=0.0)
     seconds: StrictFloat = Field(30, ge=0.0)
     """
-    How long a failing upstream is skipped; 0 turns the circuit breaker off.
+    How long a deployment or upstream whose breaker tripped is skipped; 0 turns every cooldown off, the waits upstreams ask for included.
     """
 
 
@@ -487,7 +487,7 @@ class Config(BaseModel):
     """
     cooldown: CooldownSettings = Field({}, validate_default=True)
     """
-    The circuit breaker that skips an upstream that keeps failing.
+    The circuit breakers that skip a deployment (a model on an upstream), or a whole upstream, that keeps failing.
     """
     limits: LimitsSettings = Field({}, validate_default=True)
     """

@@ -215,8 +215,19 @@ class DecisionUsage(StrictModel):
 
 
 class DecisionCandidate(StrictModel):
+    """
+    One deployment of a catalog model the request could go to, in the order they were to be tried.
+    """
+
     model: StrictStr = None
+    """
+    The catalog model's id.
+    """
     upstream: StrictStr = None
+    deployment: StrictStr = None
+    """
+    The deployment, `<upstream>/<the upstream's model name>`; health, cooldowns and quotas are kept per deployment (GET /v1/route/deployments lists them).
+    """
     verdict: Literal["chosen", "fallback", "skipped"] = None
     reason: StrictStr = None
 
@@ -224,6 +235,10 @@ class DecisionCandidate(StrictModel):
 class DecisionAttempt(StrictModel):
     model: StrictStr = None
     upstream: StrictStr = None
+    deployment: StrictStr = None
+    """
+    The deployment tried, `<upstream>/<the upstream's model name>`.
+    """
     status: StrictInt | None = None
     error: StrictStr | None = None
     latency_ms: StrictFloat = None
@@ -406,6 +421,7 @@ class ErrorDetail(StrictModel):
         "unsupported_media_type",
         "unsupported_content_encoding",
         "rate_limit_exceeded",
+        "upstream_rate_limited",
         "headers_too_large",
         "client_closed_request",
         "internal_error",

@@ -7,7 +7,6 @@ the two together make the decision record that GET /v1/route/explain reads back.
 from __future__ import annotations
 
 import dataclasses
-import math
 import random
 import secrets
 from collections.abc import Callable
@@ -19,6 +18,7 @@ from generated.config import PolicySettings
 from handlers.errors import ApiError
 from handlers.inference.canonical import Request
 from handlers.inference.catalog import Catalog, Model
+from handlers.inference.cooldown import Cooling
 from handlers.store.base import Key
 
 _EFFORT_WORDS = {"none": "minimal", "minimal": "minimal", "low": "low", "medium": "medium", "high": "high", "max": "high",
@@ -27,9 +27,10 @@ _EFFORT_WORDS = {"none": "minimal", "minimal": "minimal", "low": "low", "medium"
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
-    model: Model
+    model: Model  # one deployment of a catalog model (Model.deployment)
     verdict: str  # chosen | fallback | skipped
     reason: str
+    cooling: Cooling | None = None  # the cooldown that skipped it, if one did
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,10 +91,14 @@ def decide(catalog: Catalog, policies: dict[str, PolicySettings], default_policy
     return dataclasses.replace(plan, why=why, candidates=tuple(candidates))
 
 
-def screen(plan: Plan, cooldown_left: Callable[[str], float], needed_tokens: int) -> Plan:
-    """The plan without candidates whose upstream is cooling down or whose context window is too small (they stay,
-    skipped, with the reason); the first left is the one chosen, the rest are its fallbacks in order."""
-    screened = [_screen_one(c, cooldown_left, needed_tokens) for c in plan.candidates]
+# What skips a deployment now, if anything: whose breaker (in words) and its cooldown (Cooldowns.blocking).
+Blocking = Callable[[Model], tuple[str, Cooling] | None]
+
+
+def screen(plan: Plan, blocking: Blocking, needed_tokens: int) -> Plan:
+    """The plan without candidates whose deployment or upstream is cooling down or whose context window is too small
+    (they stay, skipped, with the reason); the first left is the one chosen, the rest are its fallbacks in order."""
+    screened = [_screen_one(c, blocking, needed_tokens) for c in plan.candidates]
     ranked: list[Candidate] = []
     chosen = False
     for c in screened:
@@ -103,13 +108,16 @@ def screen(plan: Plan, cooldown_left: Callable[[str], float], needed_tokens: int
     return dataclasses.replace(plan, candidates=tuple(ranked))
 
 
-def _screen_one(c: Candidate, cooldown_left: Callable[[str], float], needed_tokens: int) -> Candidate:
+def _screen_one(c: Candidate, blocking: Blocking, needed_tokens: int) -> Candidate:
     if c.verdict == "skipped":
         return c
-    left = cooldown_left(c.model.upstream)
+    blocked = blocking(c.model)
     window = c.model.context_window
-    if left > 0:
-        return Candidate(c.model, "skipped", f"upstream {c.model.upstream} is in cooldown for {math.ceil(left)} s more")
+    if blocked is not None:
+        whose, cooling = blocked
+        how = "rate limited" if cooling.state == "cooling" else "in cooldown"
+        return Candidate(c.model, "skipped", f"{whose} is {how} until {cooling.until_text()} ({cooling.why})",
+                         cooling)
     if window is not None and needed_tokens > window:
         return Candidate(c.model, "skipped", f"context too small: needs about {needed_tokens} tokens, has {window}")
     return c
@@ -118,9 +126,9 @@ def _screen_one(c: Candidate, cooldown_left: Callable[[str], float], needed_toke
 def _ranked(c: Candidate, first: bool) -> Candidate:
     """A runnable candidate's verdict by its place: the first is chosen, every other one a fallback."""
     if first and c.verdict == "fallback":
-        return Candidate(c.model, "chosen", f"first candidate left ({c.reason})")
+        return dataclasses.replace(c, verdict="chosen", reason=f"first candidate left ({c.reason})")
     if not first and c.verdict == "chosen":
-        return Candidate(c.model, "fallback", c.reason)
+        return dataclasses.replace(c, verdict="fallback")
     return c
 
 

@@ -17,6 +17,7 @@ from handlers.inference.upstreams.base import FailureKind
 class Attempt:
     model: str  # model id
     upstream: str
+    deployment: str
     status: int | None  # the upstream's HTTP status, when it answered
     failure: FailureKind | None  # None when the attempt succeeded
     message: str | None
@@ -46,7 +47,7 @@ class Trace:
                   message: str | None = None) -> None:
         """One upstream attempt, begun at `started` (time.perf_counter), ended now."""
         latency = round((time.perf_counter() - started) * 1000, 3)
-        self.attempts.append(Attempt(model.id, model.upstream, status, failure, message, latency))
+        self.attempts.append(Attempt(model.id, model.upstream, model.deployment, status, failure, message, latency))
 
     def upstream_ms(self) -> float:
         return round(sum(a.latency_ms for a in self.attempts), 3)

@@ -36,10 +36,11 @@ def record(plan: Plan, trace: Trace, note: str = "") -> models.Decision:
         workspace_id=plan.key.workspace_id, format=plan.format, requested_model=plan.requested, effort=plan.effort,
         policy=plan.policy, stream=plan.stream,
         candidates=[models.DecisionCandidate.model_construct(model=c.model.id, upstream=c.model.upstream,
-                                                             verdict=c.verdict, reason=c.reason)
+                                                             deployment=c.model.deployment, verdict=c.verdict,
+                                                             reason=c.reason)
                     for c in plan.candidates],
-        attempts=[models.DecisionAttempt.model_construct(model=a.model, upstream=a.upstream, status=a.status,
-                                                         error=a.error, latency_ms=a.latency_ms)
+        attempts=[models.DecisionAttempt.model_construct(model=a.model, upstream=a.upstream, deployment=a.deployment,
+                                                         status=a.status, error=a.error, latency_ms=a.latency_ms)
                   for a in trace.attempts],
         model=trace.answered.id if trace.answered else None,
         usage=None if u is None else models.DecisionUsage.model_construct(
