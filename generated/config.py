@@ -90,6 +90,36 @@ class CooldownSettings(BaseModel):
     """
 
 
+class RetrySettings(BaseModel):
+    """
+    A request first tries its candidates once each, in order (a failure falls back to the next one at once). When every one has failed before the first byte reached the caller, the candidates that failed in a way a retry can fix are tried again, each retry after a jittered backoff: a refused connection, or a 429 or 5xx whose upstream named a wait (Retry-After, retry-after-ms, rate-limit resets) of at most `max_wait_seconds` (the retry then waits at least that long). A 5xx that names no wait is not retried by the gateway (the SDKs retry it), nor is a timeout (the upstream may still be working on it). A retry never starts after `deadline_seconds` from the request's arrival. When the gateway gives up after retrying, the answer says `x-should-retry: false`: the SDKs then do not retry what the gateway already did. A candidate cooled down meanwhile is not retried.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    max_retries: StrictInt = Field(2, ge=0, le=10)
+    """
+    Retries of one request (each a pass over the candidates worth retrying); 0 turns retries off.
+    """
+    max_wait_seconds: StrictFloat = Field(2, ge=0.0)
+    """
+    The longest wait an upstream may name for the gateway to wait it out itself; a longer one goes to the caller as its Retry-After.
+    """
+    backoff_seconds: StrictFloat = Field(0.25, gt=0.0)
+    """
+    The first retry's backoff; it doubles with each retry, up to `max_backoff_seconds`, and each is jittered (a random half to the whole of it), so that many requests failing at once do not retry at once.
+    """
+    max_backoff_seconds: StrictFloat = Field(2, gt=0.0)
+    """
+    The longest backoff between two retries (a named wait may be longer, up to `max_wait_seconds`).
+    """
+    deadline_seconds: StrictFloat = Field(30, gt=0.0)
+    """
+    No retry starts (its backoff included) later than this many seconds after the request arrived.
+    """
+
+
 class LimitsSettings(BaseModel):
     """
     Requests and tokens per minute per key count in this process's memory, or in Redis so that every worker and replica shares one limit.
@@ -488,6 +518,10 @@ class Config(BaseModel):
     cooldown: CooldownSettings = Field({}, validate_default=True)
     """
     The circuit breakers that skip a deployment (a model on an upstream), or a whole upstream, that keeps failing.
+    """
+    retries: RetrySettings = Field({}, validate_default=True)
+    """
+    How the gateway retries a failure before the first byte reached the caller.
     """
     limits: LimitsSettings = Field({}, validate_default=True)
     """

@@ -239,6 +239,10 @@ class DecisionAttempt(StrictModel):
     """
     The deployment tried, `<upstream>/<the upstream's model name>`.
     """
+    retry: StrictInt = Field(None, ge=0)
+    """
+    0 for the first try of the candidates, n for the n-th retry (config `retries`).
+    """
     status: StrictInt | None = None
     error: StrictStr | None = None
     latency_ms: StrictFloat = None

@@ -122,10 +122,13 @@ def test_a_rate_limited_model_reaches_the_caller_as_429_and_spares_its_neighbour
     assert upstream_models(fake) == ["bad-up", "good-up", "embed-up"]
 
 
-def test_the_upstreams_wait_reaches_the_sdk_as_a_429_it_retries(gw: Live, fake: FakeUpstream) -> None:
+def test_the_upstreams_wait_reaches_the_sdk_as_a_429_it_retries(fake: FakeUpstream, tmp_path: Path) -> None:
+    """A wait longer than the gateway waits out itself (retries.max_wait_seconds) is the SDK's to wait out."""
+    fake.reset()
     fake.script(status=429, error="slow down", headers={"retry-after-ms": "300"})
     seen: list[int] = []
-    reply = sdk(gw, seen).chat.completions.create(model="acme/good", messages=USER)  # type: ignore[arg-type]
+    with serve(catalog(fake, retries={"max_wait_seconds": 0.1}), tmp_path) as g:
+        reply = sdk(g, seen).chat.completions.create(model="acme/good", messages=USER)  # type: ignore[arg-type]
     assert reply.choices[0].message.content == "Hello from fake"
     assert seen == [429, 200] and upstream_models(fake) == ["good-up", "good-up"]
 
@@ -148,12 +151,15 @@ def test_a_refused_connection_cools_the_whole_upstream(fake: FakeUpstream, tmp_p
                       {"id": "acme/two", "upstream": "closed", "name": "two"}]
     with serve(cfg, tmp_path) as g:
         client = sdk(g, max_retries=0)
-        for model in ("acme/one", "acme/two"):
-            with pytest.raises(openai.APIStatusError) as unreachable:
-                client.chat.completions.create(model=model, messages=USER)  # type: ignore[arg-type]
-            assert unreachable.value.response.json()["error"]["code"] == "upstream_unavailable"
-        with pytest.raises(openai.APIStatusError) as cooled:  # never asked: its upstream is cooled as a whole
+        with pytest.raises(openai.APIStatusError) as unreachable:
             client.chat.completions.create(model="acme/one", messages=USER)  # type: ignore[arg-type]
+        assert unreachable.value.response.json()["error"]["code"] == "upstream_unavailable"
+        assert unreachable.value.response.headers["x-should-retry"] == "false"  # the gateway retried it already
+        decision = explain(g, unreachable.value.response.headers["x-specway-decision-id"])
+        assert [(a["deployment"], a["retry"]) for a in decision["attempts"]] == [("closed/one", 0), ("closed/one", 1)]
+        # Two refused connections: the breaker (2) of the whole upstream tripped, so its other model is skipped too.
+        with pytest.raises(openai.APIStatusError) as cooled:
+            client.chat.completions.create(model="acme/two", messages=USER)  # type: ignore[arg-type]
         assert "upstream closed is in cooldown until" in cooled.value.response.json()["error"]["message"]
         assert g.gateway.cooldowns.remaining("upstream:closed") > 0
         assert g.gateway.cooldowns.remaining("upstream:openai") == 0

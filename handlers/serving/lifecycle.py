@@ -9,6 +9,7 @@ toward its cooldown); `settle` charges what was used and records the decision. A
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -28,6 +29,7 @@ from handlers.inference.upstreams.base import PLAIN, Upstream, UpstreamError
 from handlers.metering import ratelimit
 from handlers.metering.meter import Charge, Hold
 from handlers.observability import metrics, requestlog
+from handlers.serving.retries import Retries
 
 T = TypeVar("T")
 NO_RETRY = {"x-should-retry": "false"}  # the SDKs' override of their own retry choice: a retry cannot help
@@ -48,6 +50,7 @@ class Lifecycle:
         self.limit_headers: dict[str, str] = {}  # the rate-limit headers of a request that holds nothing
         self._inference = inference
         self._note = note
+        self._busy: set[str] = set()  # upstreams whose pool was found full: not waited on again
 
     @classmethod
     async def screened(cls, gw: gateway.Gateway, plan: Plan, needed_tokens: int, **options: object) -> Lifecycle:
@@ -81,44 +84,80 @@ class Lifecycle:
             raise
 
     async def attempt(self, call: Callable[[Upstream, Model], Awaitable[T]]) -> tuple[T, Model]:
-        """Try each runnable candidate in order until one answers. Any failure but the caller's own falls through to
-        the next (UpstreamError.falls_back) and counts toward the breaker it belongs to, its deployment's or its
-        whole upstream's (UpstreamError.breaker). An upstream whose pool was full is not waited on twice for one request. Returns the answer
-        and the model that gave it; when every candidate failed, the last failure is the caller's answer."""
-        gw, trace = self.gw, self.trace
+        """Try each runnable candidate in order until one answers, then retry those whose failure a retry can fix
+        (serving/retries.py). Any failure but the caller's own falls through to the next (UpstreamError.falls_back)
+        and counts toward the breaker it belongs to, its deployment's or its whole upstream's
+        (UpstreamError.breaker); a candidate cooled down meanwhile is not retried. An upstream whose pool was full is
+        not waited on twice for one request. Returns the answer and the model that gave it; when every candidate
+        failed, the last failure is the caller's answer."""
+        gw = self.gw
         if gw.tracing is not None:  # telemetry on: each call in a client span (observability/upstream_spans.py)
             call = gw.tracing.upstreams.traced(call, self.plan)
+        retries = Retries(gw.config.retries, self.trace.started)
+        models = [c.model for c in self.plan.runnable()]
         failed: tuple[UpstreamError, str] | None = None
-        busy: set[str] | None = None  # made only once a pool was found full
-        for cand in self.plan.runnable():
-            upstream = gw.upstreams[cand.model.upstream]
-            started = time.perf_counter()
-            try:
-                if busy and upstream.name in busy:
-                    raise UpstreamError("busy", f"upstream {upstream.name} had no free connection a moment ago; not "
-                                        "waited on again for this request", retry_after=1.0)
-                answer = await call(upstream, cand.model)
-            except UpstreamError as err:
-                trace.attempted(cand.model, started, err.status, err.kind, err.message)
-                await self._count(cand.model, err)
-                if not err.falls_back:
-                    raise upstream_failure(err, upstream.name) from None
-                if err.kind == "busy":
-                    busy = (busy or set()) | {upstream.name}
-                failed = err, upstream.name
-                continue
-            await gw.cooldowns.succeeded(deployment_key(cand.model.deployment))
-            await gw.cooldowns.succeeded(upstream_key(upstream.name))
-            trace.attempted(cand.model, started, 200)
-            trace.answered = cand.model
-            if self._request is not None:  # what its upstream was not sent of it, said out loud
-                trace.omitted_tools = upstream.omitted_tools(self._request)
-                traits = self._traits(cand.model) if self._traits is not None else PLAIN
-                trace.left_out = upstream.left_out(self._request, traits)
-            return answer, cand.model
-        if failed is not None:
-            raise upstream_failure(*failed) from None
-        raise ApiError(codes.NO_UPSTREAM_AVAILABLE, "No upstream could take the request.")
+        while True:
+            worth: list[tuple[Model, float]] = []  # failed in a way a retry can fix, with the wait it named
+            for model in models:
+                if retries.round and gw.cooldowns.blocking(model.upstream, model.deployment):
+                    continue
+                try:
+                    return await self._try(call, model, retries.round)
+                except UpstreamError as err:
+                    failed = err, model.upstream
+                    wait = self._retry_wait(retries, model, err)
+                    if wait is not None:
+                        worth.append((model, wait))
+            pause = retries.pause([wait for _, wait in worth])
+            if pause is None:
+                break
+            await asyncio.sleep(pause)
+            models = [m for m, _ in worth]
+        if failed is None:
+            raise nothing_left(gw, self.plan)
+        answer = upstream_failure(*failed)
+        if retries.round:  # the gateway already did what an SDK's retry would do
+            answer.headers = {**answer.headers, **NO_RETRY}
+        raise answer from None
+
+    def _retry_wait(self, retries: Retries, model: Model, err: UpstreamError) -> float | None:
+        """How long before `model` may be retried after `err`, or None when a retry cannot fix it: a failure no retry
+        fixes, or a cooldown (its breaker tripped) longer than the gateway waits out."""
+        if not retries.worth(err):
+            return None
+        blocked = self.gw.cooldowns.blocking(model.upstream, model.deployment)
+        wait = max(err.wait or 0.0, self.gw.cooldowns.left(blocked[1]) if blocked else 0.0)
+        return wait if wait <= float(retries.settings.max_wait_seconds) else None
+
+    async def _try(self, call: Callable[[Upstream, Model], Awaitable[T]], model: Model, retry: int
+                   ) -> tuple[T, Model]:
+        """One attempt, in the trace; an UpstreamError the caller may fall back from is raised as it is, any other
+        failure as the caller's answer."""
+        gw, trace = self.gw, self.trace
+        upstream = gw.upstreams[model.upstream]
+        started = time.perf_counter()
+        try:
+            if upstream.name in self._busy:
+                raise UpstreamError("busy", f"upstream {upstream.name} had no free connection a moment ago; not "
+                                    "waited on again for this request", retry_after=1.0)
+            answer = await call(upstream, model)
+        except UpstreamError as err:
+            trace.attempted(model, started, err.status, err.kind, err.message, retry=retry)
+            await self._count(model, err)
+            if not err.falls_back:
+                raise upstream_failure(err, upstream.name) from None
+            if err.kind == "busy":
+                self._busy.add(upstream.name)
+            raise
+        await gw.cooldowns.succeeded(deployment_key(model.deployment))
+        await gw.cooldowns.succeeded(upstream_key(upstream.name))
+        trace.attempted(model, started, 200, retry=retry)
+        trace.answered = model
+        if self._request is not None:  # what its upstream was not sent of it, said out loud
+            trace.omitted_tools = upstream.omitted_tools(self._request)
+            traits = self._traits(model) if self._traits is not None else PLAIN
+            trace.left_out = upstream.left_out(self._request, traits)
+        return answer, model
 
     async def _count(self, model: Model, err: UpstreamError) -> None:
         """A failure toward the breaker it belongs to: the upstream's, or the deployment's; a wait the upstream named
