@@ -605,6 +605,36 @@ class ResponseOutputTokensDetails(StrictModel):
     """
 
 
+class PreviewCandidate(StrictModel):
+    model: StrictStr
+    """
+    The catalog model's id.
+    """
+    upstream: StrictStr
+    deployment: StrictStr
+    """
+    `<upstream>/<the upstream's model name>`.
+    """
+    verdict: Literal["chosen", "fallback", "skipped"]
+    reason: StrictStr
+    worst_case_cost: StrictStr
+    """
+    The most the request could cost on this deployment (every input token at the highest input-side price, the whole output limit at the output price), as an exact decimal; what metering would hold.
+    """
+
+
+class PreviewRefusal(StrictModel):
+    status: StrictInt
+    """
+    The HTTP status the real request would get.
+    """
+    code: StrictStr
+    """
+    Its error code (ErrorDetail.code).
+    """
+    message: StrictStr
+
+
 class UsageCounts(StrictModel):
     """
     What a set of requests used. Tokens are as the upstreams reported them (or estimated when they did not); cost is in the catalog's currency.
@@ -1189,6 +1219,38 @@ class ResponseUsage(StrictModel):
     total_tokens: StrictFloat = None
     input_tokens_details: ResponseInputTokensDetails = None
     output_tokens_details: ResponseOutputTokensDetails = None
+
+
+class RoutePreview(StrictModel):
+    """
+    The plan a request would get now, read without sending it (POST /v1/route/preview/...). The same routing as the real request, so its first runnable candidate and every reason are what the real request's decision record would show, as long as nothing changes in between (a cooldown ending, a quota refilling).
+    """
+
+    object: Literal["route.preview"]
+    format: Literal["chat", "responses", "messages", "embeddings"]
+    requested_model: StrictStr | None = None
+    effort: StrictStr | None = None
+    policy: StrictStr | None = None
+    input_tokens: StrictInt
+    """
+    The gateway's estimate of the request's input tokens, which context windows and worst cases are reckoned with.
+    """
+    max_output_tokens: StrictInt
+    """
+    The most output tokens the worst cases assume (the request's own limit, else the gateway's default).
+    """
+    candidates: list[PreviewCandidate]
+    """
+    In the order they would be tried; `skipped` ones say why.
+    """
+    refusal: PreviewRefusal | None = None
+    """
+    What the real request would be answered instead of being sent anywhere, when routing refuses it; null when a candidate would be tried.
+    """
+    explanation: StrictStr
+    """
+    The plan in one or two sentences.
+    """
 
 
 class ModelList(StrictModel):

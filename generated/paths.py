@@ -33,5 +33,9 @@ TABLE: tuple[PathInfo, ...] = (
     PathInfo("/healthz", re.compile("^/healthz$"), "GET"),
     PathInfo("/readyz", re.compile("^/readyz$"), "GET"),
     PathInfo("/metrics", re.compile("^/metrics$"), "GET"),
+    PathInfo("/v1/route/preview/chat/completions", re.compile("^/v1/route/preview/chat/completions$"), "POST"),
+    PathInfo("/v1/route/preview/responses", re.compile("^/v1/route/preview/responses$"), "POST"),
+    PathInfo("/v1/route/preview/messages", re.compile("^/v1/route/preview/messages$"), "POST"),
+    PathInfo("/v1/route/preview/embeddings", re.compile("^/v1/route/preview/embeddings$"), "POST"),
     PathInfo("/v1/usage", re.compile("^/v1/usage$"), "GET"),
 )

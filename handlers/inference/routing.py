@@ -7,7 +7,6 @@ the two together make the decision record that GET /v1/route/explain reads back.
 from __future__ import annotations
 
 import dataclasses
-import random
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -16,6 +15,8 @@ from datetime import UTC, datetime
 from generated import errors as codes
 from generated.config import PolicySettings
 from handlers.errors import ApiError
+from handlers.inference import affinity
+from handlers.inference.affinity import Session
 from handlers.inference.canonical import Request
 from handlers.inference.catalog import Catalog, Model
 from handlers.inference.cooldown import Cooling
@@ -67,13 +68,16 @@ def normalise_effort(req: Request, policy: PolicySettings) -> str | None:
 
 
 def decide(catalog: Catalog, policies: dict[str, PolicySettings], default_policy: str, key: Key,
-           req: Request) -> Plan:
+           req: Request, session: Session | None = None) -> Plan:
+    """The key's plan for `req`: its first choice and the fallbacks, in order. Weighted choices follow the request's
+    `session` (affinity.py), so that a conversation stays where it started and a preview picks what the request
+    then picks; without one they are random."""
     policy_name = key.policy if key.policy in policies else default_policy
     policy = policies[policy_name]
     effort = normalise_effort(req, policy)
     plan = Plan(new_decision_id(), key, req.format, req.model, effort, policy_name, req.stream, why="")
     try:
-        first, why, rest = _first_choice(catalog, policy, policy_name, key.models, req.model, effort)
+        first, why, rest = _first_choice(catalog, policy, policy_name, key.models, req.model, effort, session)
     except ApiError as err:
         return dataclasses.replace(plan, why=err.message, refusal=err)
     named = policy.fallbacks.get(first.id) or _alias_fallbacks(policy, first)
@@ -140,7 +144,8 @@ def _alias_fallbacks(policy: PolicySettings, model: Model) -> list[str]:
 
 
 def _first_choice(catalog: Catalog, policy: PolicySettings, policy_name: str, allow: tuple[str, ...] | None,
-                  requested: str | None, effort: str | None) -> tuple[Model, str, list[Model]]:
+                  requested: str | None, effort: str | None, session: Session | None
+                  ) -> tuple[Model, str, list[Model]]:
     """The first candidate, why, and the rest of its effort tier (tried next, in order)."""
     if requested:
         model = catalog.resolve(requested)
@@ -155,7 +160,7 @@ def _first_choice(catalog: Catalog, policy: PolicySettings, policy_name: str, al
     if tier is not None:
         models = [m for n in tier.root if (m := catalog.resolve(n)) and Catalog.allowed(m, allow)]
         if models:
-            model = _weighted(models, policy)
+            model = _weighted(models, policy, session)
             return model, (f"No model was named; effort {effort!r} picked the {effort!r} tier of policy "
                            f"{policy_name!r}, which chose {model.id}."), [m for m in models if m is not model]
     if policy.default_model:
@@ -170,11 +175,11 @@ def _first_choice(catalog: Catalog, policy: PolicySettings, policy_name: str, al
     raise ApiError(codes.MODEL_NOT_ALLOWED, "This key may use no model in the catalog.", param="model")
 
 
-def _weighted(models: list[Model], policy: PolicySettings) -> Model:
+def _weighted(models: list[Model], policy: PolicySettings, session: Session | None) -> Model:
     weights = policy.weights
     if not any(m.id in weights for m in models):
         return models[0]
     w = [float(weights[m.id].root) if m.id in weights else 0.0 for m in models]
     if sum(w) <= 0:
         return models[0]
-    return random.choices(models, weights=w, k=1)[0]
+    return models[affinity.rank(session, [m.id for m in models], w)[0]]

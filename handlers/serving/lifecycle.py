@@ -62,6 +62,11 @@ class Lifecycle:
         screened = routing.screen(plan, lambda m: cd.blocking(m.upstream, m.deployment), needed_tokens)
         return cls(gw, screened, **options)  # type: ignore[arg-type]
 
+    @property
+    def traits(self) -> Callable[[Model], Traits]:
+        """What each model's body is rendered for (the catalog's word on it, without an operation's own)."""
+        return self._traits or (lambda _model: PLAIN)
+
     def runnable(self, verb: str = "take") -> list[Model]:
         """The models that may be tried, in order; routing's own refusal, or none left, is the caller's answer."""
         if self.plan.refusal is not None:
