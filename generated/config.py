@@ -76,7 +76,7 @@ class LedgerSettings(BaseModel):
 
 class CooldownSettings(BaseModel):
     """
-    An upstream that fails `failures` times within `window_seconds` (timeouts, refused connections, 429 and 5xx) is skipped for `seconds`, then tried again.
+    A deployment (one model name on one upstream) that fails `failures` times within `window_seconds` (timeouts, 5xx, a 429 that names no wait, 403) is skipped for `seconds`, then tried again; its neighbours on the same upstream are not touched. A 429, 529 or 5xx that names a wait (Retry-After, retry-after-ms, or for a 429 the rate-limit reset headers of OpenAI and Anthropic) skips that deployment at once for exactly that wait. A whole upstream is skipped, every deployment on it, when it fails `failures` times in the window in ways that concern all of its models: a refused connection, DNS, TLS, or 401 (its key refused). With `limits.redis_url` the counts and cooldowns are shared by every worker and replica.
     """
 
     model_config = ConfigDict(
@@ -86,7 +86,37 @@ class CooldownSettings(BaseModel):
     window_seconds: StrictFloat = Field(60, gt=0.0)
     seconds: StrictFloat = Field(30, ge=0.0)
     """
-    How long a failing upstream is skipped; 0 turns the circuit breaker off.
+    How long a deployment or upstream whose breaker tripped is skipped; 0 turns every cooldown off, the waits upstreams ask for included.
+    """
+
+
+class RetrySettings(BaseModel):
+    """
+    A request first tries its candidates once each, in order (a failure falls back to the next one at once). When every one has failed before the first byte reached the caller, the candidates that failed in a way a retry can fix are tried again, each retry after a jittered backoff: a refused connection, or a 429 or 5xx whose upstream named a wait (Retry-After, retry-after-ms, rate-limit resets) of at most `max_wait_seconds` (the retry then waits at least that long). A 5xx that names no wait is not retried by the gateway (the SDKs retry it), nor is a timeout (the upstream may still be working on it). A retry never starts after `deadline_seconds` from the request's arrival. When the gateway gives up after retrying, the answer says `x-should-retry: false`: the SDKs then do not retry what the gateway already did. A candidate cooled down meanwhile is not retried.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    max_retries: StrictInt = Field(2, ge=0, le=10)
+    """
+    Retries of one request (each a pass over the candidates worth retrying); 0 turns retries off.
+    """
+    max_wait_seconds: StrictFloat = Field(2, ge=0.0)
+    """
+    The longest wait an upstream may name for the gateway to wait it out itself; a longer one goes to the caller as its Retry-After.
+    """
+    backoff_seconds: StrictFloat = Field(0.25, gt=0.0)
+    """
+    The first retry's backoff; it doubles with each retry, up to `max_backoff_seconds`, and each is jittered (a random half to the whole of it), so that many requests failing at once do not retry at once.
+    """
+    max_backoff_seconds: StrictFloat = Field(2, gt=0.0)
+    """
+    The longest backoff between two retries (a named wait may be longer, up to `max_wait_seconds`).
+    """
+    deadline_seconds: StrictFloat = Field(30, gt=0.0)
+    """
+    No retry starts (its backoff included) later than this many seconds after the request arrived.
     """
 
 
@@ -499,7 +529,11 @@ class Config(BaseModel):
     """
     cooldown: CooldownSettings = Field({}, validate_default=True)
     """
-    The circuit breaker that skips an upstream that keeps failing.
+    The circuit breakers that skip a deployment (a model on an upstream), or a whole upstream, that keeps failing.
+    """
+    retries: RetrySettings = Field({}, validate_default=True)
+    """
+    How the gateway retries a failure before the first byte reached the caller.
     """
     limits: LimitsSettings = Field({}, validate_default=True)
     """

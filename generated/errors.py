@@ -96,6 +96,11 @@ UNSUPPORTED_CONTENT_ENCODING = Code("unsupported_content_encoding", 415, "invali
 # Over the key's requests or tokens per minute; wait Retry-After seconds.
 RATE_LIMIT_EXCEEDED = Code("rate_limit_exceeded", 429, "rate_limit_error")
 
+# The upstream rate limits the gateway for this model (it answered 429, or every candidate's deployment is still
+# waiting out the wait its upstream asked for) and no other candidate could take the request; wait Retry-After seconds
+# (the upstream's own wait) when it is given.
+UPSTREAM_RATE_LIMITED = Code("upstream_rate_limited", 429, "rate_limit_error")
+
 # The request line and headers are over server.header_limit_bytes; the connection is closed.
 HEADERS_TOO_LARGE = Code("headers_too_large", 431, "invalid_request_error")
 
@@ -124,7 +129,7 @@ UPSTREAM_UNAVAILABLE = Code("upstream_unavailable", 503, "overloaded_error")
 # Every connection the gateway may open to the upstream is in use.
 UPSTREAM_BUSY = Code("upstream_busy", 503, "overloaded_error")
 
-# The upstream is rate limiting the gateway.
+# The upstream says it is overloaded (Anthropic's 529), and no other candidate answered.
 UPSTREAM_OVERLOADED = Code("upstream_overloaded", 503, "overloaded_error")
 
 # No candidate can take the request (in cooldown, skipped or failed); the message gives each one's reason.
@@ -164,6 +169,7 @@ BY_NAME: dict[str, Code] = {
     "unsupported_media_type": UNSUPPORTED_MEDIA_TYPE,
     "unsupported_content_encoding": UNSUPPORTED_CONTENT_ENCODING,
     "rate_limit_exceeded": RATE_LIMIT_EXCEEDED,
+    "upstream_rate_limited": UPSTREAM_RATE_LIMITED,
     "headers_too_large": HEADERS_TOO_LARGE,
     "client_closed_request": CLIENT_CLOSED_REQUEST,
     "internal_error": INTERNAL_ERROR,

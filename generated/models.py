@@ -219,8 +219,19 @@ class DecisionUsage(StrictModel):
 
 
 class DecisionCandidate(StrictModel):
+    """
+    One deployment of a catalog model the request could go to, in the order they were to be tried.
+    """
+
     model: StrictStr = None
+    """
+    The catalog model's id.
+    """
     upstream: StrictStr = None
+    deployment: StrictStr = None
+    """
+    The deployment, `<upstream>/<the upstream's model name>`; health, cooldowns and quotas are kept per deployment (GET /v1/route/deployments lists them).
+    """
     verdict: Literal["chosen", "fallback", "skipped"] = None
     reason: StrictStr = None
 
@@ -228,6 +239,14 @@ class DecisionCandidate(StrictModel):
 class DecisionAttempt(StrictModel):
     model: StrictStr = None
     upstream: StrictStr = None
+    deployment: StrictStr = None
+    """
+    The deployment tried, `<upstream>/<the upstream's model name>`.
+    """
+    retry: StrictInt = Field(None, ge=0)
+    """
+    0 for the first try of the candidates, n for the n-th retry (config `retries`).
+    """
     status: StrictInt | None = None
     error: StrictStr | None = None
     latency_ms: StrictFloat = None
@@ -410,6 +429,7 @@ class ErrorDetail(StrictModel):
         "unsupported_media_type",
         "unsupported_content_encoding",
         "rate_limit_exceeded",
+        "upstream_rate_limited",
         "headers_too_large",
         "client_closed_request",
         "internal_error",
@@ -802,6 +822,36 @@ class ResponseOutputTokensDetails(StrictModel):
     """
     Spent on reasoning; part of output_tokens.
     """
+
+
+class PreviewCandidate(StrictModel):
+    model: StrictStr
+    """
+    The catalog model's id.
+    """
+    upstream: StrictStr
+    deployment: StrictStr
+    """
+    `<upstream>/<the upstream's model name>`.
+    """
+    verdict: Literal["chosen", "fallback", "skipped"]
+    reason: StrictStr
+    worst_case_cost: StrictStr
+    """
+    The most the request could cost on this deployment (every input token at the highest input-side price, the whole output limit at the output price), as an exact decimal; what metering would hold.
+    """
+
+
+class PreviewRefusal(StrictModel):
+    status: StrictInt
+    """
+    The HTTP status the real request would get.
+    """
+    code: StrictStr
+    """
+    Its error code (ErrorDetail.code).
+    """
+    message: StrictStr
 
 
 class UsageCounts(StrictModel):
@@ -1462,6 +1512,38 @@ class ResponseUsage(StrictModel):
     total_tokens: StrictFloat = None
     input_tokens_details: ResponseInputTokensDetails = None
     output_tokens_details: ResponseOutputTokensDetails = None
+
+
+class RoutePreview(StrictModel):
+    """
+    The plan a request would get now, read without sending it (POST /v1/route/preview/...). The same routing as the real request, so its first runnable candidate and every reason are what the real request's decision record would show, as long as nothing changes in between (a cooldown ending, a quota refilling).
+    """
+
+    object: Literal["route.preview"]
+    format: Literal["chat", "responses", "messages", "embeddings"]
+    requested_model: StrictStr | None = None
+    effort: StrictStr | None = None
+    policy: StrictStr | None = None
+    input_tokens: StrictInt
+    """
+    The gateway's estimate of the request's input tokens, which context windows and worst cases are reckoned with.
+    """
+    max_output_tokens: StrictInt
+    """
+    The most output tokens the worst cases assume (the request's own limit, else the gateway's default).
+    """
+    candidates: list[PreviewCandidate]
+    """
+    In the order they would be tried; `skipped` ones say why.
+    """
+    refusal: PreviewRefusal | None = None
+    """
+    What the real request would be answered instead of being sent anywhere, when routing refuses it; null when a candidate would be tried.
+    """
+    explanation: StrictStr
+    """
+    The plan in one or two sentences.
+    """
 
 
 class ModelList(StrictModel):

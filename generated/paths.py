@@ -44,5 +44,9 @@ TABLE: tuple[PathInfo, ...] = (
     PathInfo("/healthz", re.compile("^/healthz$"), "GET", "specway"),
     PathInfo("/readyz", re.compile("^/readyz$"), "GET", "specway"),
     PathInfo("/metrics", re.compile("^/metrics$"), "GET", "specway"),
+    PathInfo("/v1/route/preview/chat/completions", re.compile("^/v1/route/preview/chat/completions$"), "POST", "specway"),
+    PathInfo("/v1/route/preview/responses", re.compile("^/v1/route/preview/responses$"), "POST", "specway"),
+    PathInfo("/v1/route/preview/messages", re.compile("^/v1/route/preview/messages$"), "POST", "specway"),
+    PathInfo("/v1/route/preview/embeddings", re.compile("^/v1/route/preview/embeddings$"), "POST", "specway"),
     PathInfo("/v1/usage", re.compile("^/v1/usage$"), "GET", "specway"),
 )

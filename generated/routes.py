@@ -10,7 +10,7 @@ from connexion.context import request
 
 from generated import models
 from handlers.edge import glue
-from handlers.endpoints import admin, discovery, embeddings, gemini, inference, operations, usage
+from handlers.endpoints import admin, discovery, embeddings, gemini, inference, operations, routing, usage
 
 
 async def add_credit(workspace_id):
@@ -166,6 +166,30 @@ async def list_workspaces():
 async def metrics():
     principal = None
     return await operations.metrics(principal)
+
+
+async def preview_chat_completion():
+    principal = await glue.authenticate(request, "explain:read")
+    body = await glue.parse_body(request, models.ChatCompletionRequest)
+    return await routing.preview_chat_completion(principal, body)
+
+
+async def preview_embedding():
+    principal = await glue.authenticate(request, "explain:read")
+    body = await glue.parse_body(request, models.EmbeddingsRequest)
+    return await routing.preview_embedding(principal, body)
+
+
+async def preview_message():
+    principal = await glue.authenticate(request, "explain:read")
+    body = await glue.parse_body(request, models.MessagesRequest)
+    return await routing.preview_message(principal, body)
+
+
+async def preview_response():
+    principal = await glue.authenticate(request, "explain:read")
+    body = await glue.parse_body(request, models.ResponsesRequest)
+    return await routing.preview_response(principal, body)
 
 
 async def readyz():

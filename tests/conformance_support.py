@@ -121,6 +121,7 @@ def fixture_live(fake: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -
         "policies": {"default": {"default_model": "acme/oa", "thinking_budget": BUDGETS}},
         "default_policy": "default",
         "cooldown": {"seconds": 0},  # a refused request must never take its upstream out of the next test
+        "retries": {"max_retries": 0},  # each failure reaches the caller as its upstream sent it (test_retries.py)
     }
     fake.azure_keys = {SECRETS["az"], SECRETS["azr"]}
     with pytest.MonkeyPatch.context() as mp:

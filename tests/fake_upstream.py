@@ -290,7 +290,9 @@ class FakeUpstream:
         body, reply = await self._receive(request, "gemini")
         if request.headers.get("x-goog-api-key") not in self.gemini_keys:
             refused = {"error": {"code": 400, "message": "API key not valid. Please pass a valid API key.",
-                                 "status": "INVALID_ARGUMENT"}}
+                                 "status": "INVALID_ARGUMENT", "details": [
+                                     {"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "API_KEY_INVALID",
+                                      "domain": "googleapis.com"}]}}
             return JSONResponse(refused, 400)
         return self._google(body or {}, reply, model, action)
 

@@ -1,5 +1,5 @@
 """Bedrock's failures as each caller's SDK sees them, through the gateway (the conformance gateway and fake, with
-botocore signing for real): throttling is a 503 upstream_overloaded with Retry-After, a validation error a 400 that
+botocore signing for real): throttling is a 429 upstream_rate_limited with Retry-After, a validation error a 400 that
 names the field, access denied and a signature the fake refuses a 502 upstream_auth_failed, an exception event in a
 started stream the caller format's error event."""
 
@@ -44,11 +44,11 @@ def raised(clients: Clients, fmt: str, stream: bool, error: type[Exception]) -> 
 
 
 @pytest.mark.parametrize(("fmt", "stream"), CELLS)
-def test_throttling_is_overloaded_with_a_retry_after(clients: Clients, fake: FakeUpstream, fmt: str,
+def test_throttling_is_rate_limited_with_a_retry_after(clients: Clients, fake: FakeUpstream, fmt: str,
                                                      stream: bool) -> None:
     fake.script(status=429, error="Too many requests, please wait before trying again.")
     exc, error = raised(clients, fmt, stream, SDK[fmt].APIStatusError)
-    assert (exc.status_code, error["code"]) == (503, "upstream_overloaded")
+    assert (exc.status_code, error["code"]) == (429, "upstream_rate_limited")
     assert exc.response.headers["retry-after"] == "1"
 
 
@@ -97,4 +97,4 @@ def test_an_exception_event_in_a_started_stream_reaches_the_caller(clients: Clie
         send(clients, fmt, True, ask(fmt))
     body: Any = info.value.body
     error = body["error"] if isinstance(body, dict) and isinstance(body.get("error"), dict) else body
-    assert error["code"] == "upstream_overloaded", error
+    assert error["code"] == "upstream_rate_limited", error

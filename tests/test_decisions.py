@@ -78,8 +78,9 @@ def _plan_and_trace(usage: Usage | None) -> tuple[Plan, Trace]:
     plan = Plan("3a55", KEY, "chat", "acme/strong", "high", "default", True, "The request named acme/strong.",
                 (Candidate(STRONG, "chosen", "named by the request"), Candidate(FAST, "fallback", "the policy's")),
                 created=NOW)
-    trace = Trace([Attempt("acme/strong", "oa", 503, "status", "overloaded", 12.5),
-                   Attempt("acme/fast", "an", 200, None, None, 81.0)], FAST, "ok", usage, False, "0.000123")
+    trace = Trace([Attempt("acme/strong", "oa", "oa/gpt", 503, "status", "overloaded", 12.5),
+                   Attempt("acme/fast", "an", "an/claude", 200, None, None, 81.0)], FAST, "ok", usage, False,
+                  "0.000123")
     return plan, trace
 
 
@@ -96,11 +97,15 @@ def test_the_record_is_the_decision_the_spec_describes_and_its_json_is_unchanged
         "id": "3a55", "object": "route.decision", "created_at": NOW.isoformat(), "key_id": "key_1",
         "workspace_id": "ws_1", "format": "chat", "requested_model": "acme/strong", "effort": "high",
         "policy": "default", "stream": True,
-        "candidates": [{"model": "acme/strong", "upstream": "oa", "verdict": "chosen", "reason": "named by the request"},
-                       {"model": "acme/fast", "upstream": "an", "verdict": "fallback", "reason": "the policy's"}],
-        "attempts": [{"model": "acme/strong", "upstream": "oa", "status": 503, "error": "status: overloaded",
-                      "latency_ms": 12.5},
-                     {"model": "acme/fast", "upstream": "an", "status": 200, "error": None, "latency_ms": 81.0}],
+        "candidates": [{"model": "acme/strong", "upstream": "oa", "deployment": "oa/gpt", "verdict": "chosen",
+                        "reason": "named by the request"},
+                       {"model": "acme/fast", "upstream": "an", "deployment": "an/claude", "verdict": "fallback",
+                        "reason": "the policy's"}],
+        "attempts": [{"model": "acme/strong", "upstream": "oa", "deployment": "oa/gpt", "retry": 0, "status": 503,
+                      "error": "status: overloaded", "latency_ms": 12.5},
+                     {"model": "acme/fast", "upstream": "an", "deployment": "an/claude", "retry": 0, "status": 200,
+                      "error": None,
+                      "latency_ms": 81.0}],
         "model": "acme/fast",
         "usage": {"input_tokens": 1200, "output_tokens": 300, "cached_input_tokens": 800, "cache_write_tokens": 0,
                   "reasoning_tokens": None},

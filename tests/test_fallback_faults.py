@@ -1,10 +1,12 @@
 """Fallback on an upstream's own faults before the first byte reaches the caller: an answer that cannot be read
 (malformed JSON, a body without choices/content/output) and a rejected credential (401/403). Each attempt shows in
-the decision record; a 401/403 never reaches the caller as its own auth failure and never cools the upstream down."""
+the decision record; a 401/403 never reaches the caller as its own auth failure. Repeated, a 401 cools the upstream
+down as a whole (its key is refused for every model), a 403 that one deployment (the key may not use that model)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -27,12 +29,9 @@ def fake() -> Iterator[FakeUpstream]:
         yield f
 
 
-@pytest.fixture(scope="module")
-def gw(fake: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
+def catalog(fake: FakeUpstream) -> dict[str, Any]:
     """One failing upstream of each kind (with its own key), each falling back to `second` under the default policy;
     the policy `alone` has no fallbacks."""
-    mp = pytest.MonkeyPatch()
-    mp.setenv("SPECWAY_TEST_FIRST_KEY", SECRET)
     base = {"openai": fake.url, "anthropic": fake.anthropic_url, "responses": fake.url}
     upstreams: dict[str, Any] = {f"first-{k}": {"kind": k, "base_url": base[k], "api_key_env": "SPECWAY_TEST_FIRST_KEY"}
                                  for k in KINDS}
@@ -45,8 +44,15 @@ def gw(fake: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator
                                  "fallbacks": {f"acme/first-{k}": ["acme/second"] for k in KINDS}},
                      "alone": {"default_model": "acme/second"}},
     }
+    return config
+
+
+@pytest.fixture(scope="module")
+def gw(fake: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
+    mp = pytest.MonkeyPatch()
+    mp.setenv("SPECWAY_TEST_FIRST_KEY", SECRET)
     try:
-        with serve(config, tmp_path_factory.mktemp("fallback")) as g:
+        with serve(catalog(fake), tmp_path_factory.mktemp("fallback")) as g:
             yield g
     finally:
         mp.undo()
@@ -119,20 +125,30 @@ def test_a_whole_answer_without_its_content_falls_back(gw: Live, fake: FakeUpstr
 
 @pytest.mark.parametrize("stream", [False, True])
 @pytest.mark.parametrize("status", [401, 403])
-def test_a_rejected_credential_is_never_the_callers_auth_failure_nor_a_cooldown(gw: Live, fake: FakeUpstream,
-                                                                              status: int, stream: bool) -> None:
-    """With nothing to fall back to, the caller gets 502 upstream_auth_failed (its own key was fine), again and again:
-    more rejections than the cooldown's threshold (3) never make the upstream skipped."""
-    key = gw.create_key(policy="alone")
-    for _ in range(4):
-        fake.script(status=status, error=f"Incorrect API key provided: {SECRET}")
+def test_a_rejected_credential_is_never_the_callers_auth_failure_and_trips_a_breaker(
+        fake: FakeUpstream, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, status: int, stream: bool) -> None:
+    """With nothing to fall back to, the caller gets 502 upstream_auth_failed (its own key was fine) and is told a
+    retry cannot help. At the breaker's threshold (3) a 401 cools the whole upstream, a 403 only that deployment."""
+    monkeypatch.setenv("SPECWAY_TEST_FIRST_KEY", SECRET)
+    with serve(catalog(fake), tmp_path) as gw:  # its own gateway: the breaker it trips must not outlive the test
+        key = gw.create_key(policy="alone")
+        for _ in range(3):
+            fake.script(status=status, error=f"Incorrect API key provided: {SECRET}")
+            r = ask(gw, "openai", stream, key)
+            assert r.status_code == 502, r.text
+            assert r.json()["error"]["code"] == "upstream_auth_failed" and SECRET not in r.text
+            assert r.headers["x-should-retry"] == "false"
+            decision = record(gw, r)
+            assert decision["candidates"][0]["verdict"] == "chosen"
+            assert [a["status"] for a in decision["attempts"]] == [status]
         r = ask(gw, "openai", stream, key)
-        assert r.status_code == 502, r.text
-        assert r.json()["error"]["code"] == "upstream_auth_failed" and SECRET not in r.text
-        decision = record(gw, r)
-        assert decision["candidates"][0]["verdict"] == "chosen"
-        assert [a["status"] for a in decision["attempts"]] == [status]
-    assert gw.gateway.cooldowns.remaining("first-openai") == 0
+        assert (r.status_code, r.json()["error"]["code"]) == (503, "no_upstream_available")
+        whose = "upstream first-openai" if status == 401 else "deployment first-openai/m1"
+        assert f"{whose} is in cooldown until" in r.text and SECRET not in r.text
+        cooldowns = gw.gateway.cooldowns
+        assert (cooldowns.remaining("upstream:first-openai") > 0) == (status == 401)
+        assert (cooldowns.remaining("deployment:first-openai/m1") > 0) == (status == 403)
+        assert len(fake.requests) == 3
 
 
 def test_an_unreadable_answer_with_nothing_to_fall_back_to_is_502(gw: Live, fake: FakeUpstream) -> None:

@@ -159,6 +159,8 @@ def test_python_client(served: Served, tmp_path: Path) -> None:
     assert type(me).__name__ == "KeyInfo" and "admin" in [str(s.value if hasattr(s, "value") else s) for s in me.scopes]
     decision = _ok(_op("catalog.explain_decision").sync_detailed(decision_id, client=client))
     assert decision.id == decision_id and decision.model == ECHO
+    preview = _ok(_op("catalog.preview_chat_completion").sync_detailed(client=client, body=chat_request))
+    assert type(preview).__name__ == "RoutePreview" and preview.candidates[0].model == ECHO
     missing = _op("catalog.explain_decision").sync_detailed("0" * 32, client=client)
     assert missing.status_code == 404 and type(missing.parsed).__name__ == "Error"
     assert missing.parsed.error.code == "decision_not_found"

@@ -164,7 +164,7 @@ def test_the_workspace_pays_each_part_at_its_own_price(priced: Live, fake: FakeU
     decision = message.id.removeprefix("msg_")
     record = httpx.get(f"{priced.url}/v1/route/explain/{decision}", headers={"Authorization": f"Bearer {key}"}).json()
     assert record["usage"] == {"input_tokens": 1500, "output_tokens": 20, "cached_input_tokens": 1000,
-                               "cache_write_tokens": 400}
+                               "cache_write_tokens": 400, "reasoning_tokens": None}
     assert Decimal(record["cost"]) == expected and record["usage_estimated"] is False
 
 

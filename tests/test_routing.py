@@ -14,7 +14,7 @@ import pytest
 
 from generated.config import PolicySettings, ThinkingBudget
 from handlers.inference.canonical import Message, Request, Text
-from handlers.inference.cooldown import Cooldowns
+from handlers.inference.cooldown import Cooldowns, deployment_key, upstream_key
 from handlers.inference.routing import normalise_effort
 from handlers.store import open_store
 from tests.conftest import Live, free_port, serve
@@ -151,7 +151,7 @@ def test_a_failing_upstream_cools_down_and_recovers(gw: Live, fakes: tuple[FakeU
     assert r.headers["x-specway-model"] == "acme/strong" and len(a.requests) == seen  # a was not even tried
     record = explain(gw, r).json()
     assert record["candidates"][0]["verdict"] == "skipped" and "cooldown" in record["candidates"][0]["reason"]
-    assert "It was skipped (upstream a is in cooldown" in record["explanation"]
+    assert "It was skipped (deployment a/fast-up is in cooldown until " in record["explanation"]
     time.sleep(1.2)
     r = post(gw, "/v1/chat/completions", {"messages": USER})
     assert r.headers["x-specway-model"] == "acme/fast" and len(a.requests) == seen + 1
@@ -159,13 +159,36 @@ def test_a_failing_upstream_cools_down_and_recovers(gw: Live, fakes: tuple[FakeU
 
 async def test_cooldown_counts_failures_in_a_window() -> None:
     now = [0.0]
-    cd = Cooldowns(failures=2, window=10, seconds=5, clock=lambda: now[0])
-    assert not await cd.failed("u")
+    cd = Cooldowns(failures=2, window=10, seconds=5, clock=lambda: now[0], wall=lambda: 1_000_000 + now[0])
+    assert not await cd.failed("u", "x")
     now[0] = 11  # the first failure left the window
-    assert not await cd.failed("u") and cd.remaining("u") == 0
-    assert await cd.failed("u") and cd.remaining("u") == 5
+    assert not await cd.failed("u", "x") and cd.remaining("u") == 0
+    tripped = await cd.failed("u", "HTTP 500")
+    assert tripped is not None and cd.remaining("u") == 5
+    assert (tripped.state, tripped.why, tripped.until_text()) == (
+        "open", "2 failures within 10 s, the last: HTTP 500", "1970-01-12T13:46:56Z")
     now[0] = 16.5
-    assert cd.remaining("u") == 0
+    assert cd.remaining("u") == 0 and cd.state("u") is None
+
+
+async def test_a_wait_cools_at_once_and_never_shortens_a_cooldown() -> None:
+    now = [0.0]
+    cd = Cooldowns(failures=3, window=10, seconds=30, clock=lambda: now[0])
+    d = deployment_key("up/m")
+    waited = await cd.cool(d, 2.5, "HTTP 429")
+    assert waited is not None and waited.state == "cooling" and cd.remaining(d) == 2.5
+    assert await cd.cool(d, 1, "shorter") is waited
+    for _ in range(3):
+        opened = await cd.failed(d, "HTTP 500")
+    assert opened is not None and cd.state(d) == opened and cd.remaining(d) == 30
+    assert cd.blocking("up", "up/m") == ("deployment up/m", opened)
+    assert cd.blocking("up", "up/other") is None  # its neighbour on the same upstream is not touched
+    await cd.failed(upstream_key("up"), "refused")
+    whole = await cd.failed(upstream_key("up"), "refused")
+    assert whole is None and cd.blocking("up", "up/other") is None  # under the threshold of 3
+    whole = await cd.failed(upstream_key("up"), "refused")
+    assert cd.blocking("up", "up/other") == ("upstream up", whole)
+    assert await Cooldowns(seconds=0).cool(d, 5, "off") is None  # seconds: 0 turns every cooldown off
 
 
 def test_explain_is_private_to_the_workspace(gw: Live) -> None:
@@ -236,7 +259,7 @@ def test_the_readme_worked_example_holds(tmp_path: Path) -> None:
     assert record["explanation"] == ("No model was named; effort 'high' picked the 'high' tier of policy 'default', "
                                      "which chose acme/strong.")
     assert record["usage"] == {"input_tokens": 3, "output_tokens": 4, "cached_input_tokens": 0,
-                               "cache_write_tokens": None}
+                               "cache_write_tokens": None, "reasoning_tokens": None}
 
 
 def test_cooldowns_are_shared_through_redis(fakes: tuple[FakeUpstream, FakeUpstream], tmp_path: Path) -> None:

@@ -86,14 +86,18 @@ async def test_a_full_pool_is_busy_not_the_upstreams_failure(fake: FakeUpstream,
         await upstream.aclose()
 
 
-def test_which_failures_count_toward_a_cooldown() -> None:
+def test_which_failures_count_toward_which_breaker() -> None:
     def err(kind: Any, status: int | None = None) -> UpstreamError:
         return UpstreamError(kind, "x", status=status)
 
-    trips = [err("timeout"), err("connect"), err("status", 429), err("status", 500), err("status", 529)]
-    spared = [err("busy"), err("protocol"), err("status", 401), err("status", 403), err("status", 400)]
-    assert all(e.trips_cooldown for e in trips) and not any(e.trips_cooldown for e in spared)
-    assert all(e.falls_back for e in trips + spared[:-1]) and not spared[-1].falls_back
+    whole = [err("connect"), err("status", 401)]
+    deployment = [err("timeout"), err("status", 429), err("status", 500), err("status", 529), err("status", 403)]
+    spared = [err("busy"), err("protocol"), err("status", 400)]
+    assert [e.breaker for e in whole + deployment + spared] == ["upstream"] * 2 + ["deployment"] * 5 + [None] * 3
+    assert all(e.trips_cooldown for e in whole + deployment) and not any(e.trips_cooldown for e in spared)
+    assert all(e.falls_back for e in whole + deployment + spared[:-1]) and not spared[-1].falls_back
+    waits = [UpstreamError("status", "x", status=s, retry_after=2.0).wait for s in (429, 529, 503, 401, 400)]
+    assert waits == [2.0, 2.0, 2.0, None, None]  # a wait cools at once only what the upstream is busy with
 
 
 async def _close_after_first_event(upstream: OpenAIUpstream) -> None:
@@ -193,7 +197,7 @@ def test_a_full_pool_is_503_upstream_busy_and_never_a_cooldown(gw: Live, fake: F
             assert attempts[0]["error"].startswith("busy: upstream up had all 1 of its connections in use")
         fake.release()
         assert held.result(30).status_code == 200
-    assert gw.gateway.cooldowns.remaining("up") == 0
+    assert all(gw.gateway.cooldowns.blocking("up", f"up/{name}") is None for name in ("a", "a2"))
     r = post(gw, gw.key, stream)
     assert r.status_code == 200 and record(gw, r)["candidates"][0]["verdict"] == "chosen"
 
@@ -210,7 +214,7 @@ def test_a_full_pool_moves_on_to_a_candidate_on_another_upstream(gw: Live, fake:
                                        "for this request"
         fake.release()
         assert held.result(30).status_code == 200
-    assert gw.gateway.cooldowns.remaining("up") == 0
+    assert all(gw.gateway.cooldowns.blocking("up", f"up/{name}") is None for name in ("a", "a2"))
 
 
 # --- A thousand streams on one worker ---------------------------------------------------------------------------------

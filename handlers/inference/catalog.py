@@ -49,6 +49,12 @@ class Model:
     known_as: str | None = None  # the data's id for the model (an operator's fact: never shown to callers)
 
     @property
+    def deployment(self) -> str:
+        """The deployment this entry is: its model name on its upstream. Health, cooldowns and quotas are kept per
+        deployment, so one failing model never takes down its neighbours on the same upstream."""
+        return f"{self.upstream}/{self.name}"
+
+    @property
     def cached_input_price(self) -> Decimal:
         return self.price_in if self.price_cached_in is None else self.price_cached_in
 

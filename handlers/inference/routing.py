@@ -7,8 +7,6 @@ the two together make the decision record that GET /v1/route/explain reads back.
 from __future__ import annotations
 
 import dataclasses
-import math
-import random
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,8 +15,11 @@ from datetime import UTC, datetime
 from generated import errors as codes
 from generated.config import PolicySettings
 from handlers.errors import ApiError
+from handlers.inference import affinity
+from handlers.inference.affinity import Session
 from handlers.inference.canonical import Request
 from handlers.inference.catalog import Catalog, Model
+from handlers.inference.cooldown import Cooling
 from handlers.store.base import Key
 
 _EFFORT_WORDS = {"none": "minimal", "minimal": "minimal", "low": "low", "medium": "medium", "high": "high", "max": "high",
@@ -27,9 +28,10 @@ _EFFORT_WORDS = {"none": "minimal", "minimal": "minimal", "low": "low", "medium"
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
-    model: Model
+    model: Model  # one deployment of a catalog model (Model.deployment)
     verdict: str  # chosen | fallback | skipped
     reason: str
+    cooling: Cooling | None = None  # the cooldown that skipped it, if one did
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,13 +68,16 @@ def normalise_effort(req: Request, policy: PolicySettings) -> str | None:
 
 
 def decide(catalog: Catalog, policies: dict[str, PolicySettings], default_policy: str, key: Key,
-           req: Request) -> Plan:
+           req: Request, session: Session | None = None) -> Plan:
+    """The key's plan for `req`: its first choice and the fallbacks, in order. Weighted choices follow the request's
+    `session` (affinity.py), so that a conversation stays where it started and a preview picks what the request
+    then picks; without one they are random."""
     policy_name = key.policy if key.policy in policies else default_policy
     policy = policies[policy_name]
     effort = normalise_effort(req, policy)
     plan = Plan(new_decision_id(), key, req.format, req.model, effort, policy_name, req.stream, why="")
     try:
-        first, why, rest = _first_choice(catalog, policy, policy_name, key.models, req.model, effort)
+        first, why, rest = _first_choice(catalog, policy, policy_name, key.models, req.model, effort, session)
     except ApiError as err:
         return dataclasses.replace(plan, why=err.message, refusal=err)
     named = policy.fallbacks.get(first.id) or _alias_fallbacks(policy, first)
@@ -90,10 +95,14 @@ def decide(catalog: Catalog, policies: dict[str, PolicySettings], default_policy
     return dataclasses.replace(plan, why=why, candidates=tuple(candidates))
 
 
-def screen(plan: Plan, cooldown_left: Callable[[str], float], needed_tokens: int) -> Plan:
-    """The plan without candidates whose upstream is cooling down or whose context window is too small (they stay,
-    skipped, with the reason); the first left is the one chosen, the rest are its fallbacks in order."""
-    screened = [_screen_one(c, cooldown_left, needed_tokens) for c in plan.candidates]
+# What skips a deployment now, if anything: whose breaker (in words) and its cooldown (Cooldowns.blocking).
+Blocking = Callable[[Model], tuple[str, Cooling] | None]
+
+
+def screen(plan: Plan, blocking: Blocking, needed_tokens: int) -> Plan:
+    """The plan without candidates whose deployment or upstream is cooling down or whose context window is too small
+    (they stay, skipped, with the reason); the first left is the one chosen, the rest are its fallbacks in order."""
+    screened = [_screen_one(c, blocking, needed_tokens) for c in plan.candidates]
     ranked: list[Candidate] = []
     chosen = False
     for c in screened:
@@ -103,13 +112,16 @@ def screen(plan: Plan, cooldown_left: Callable[[str], float], needed_tokens: int
     return dataclasses.replace(plan, candidates=tuple(ranked))
 
 
-def _screen_one(c: Candidate, cooldown_left: Callable[[str], float], needed_tokens: int) -> Candidate:
+def _screen_one(c: Candidate, blocking: Blocking, needed_tokens: int) -> Candidate:
     if c.verdict == "skipped":
         return c
-    left = cooldown_left(c.model.upstream)
+    blocked = blocking(c.model)
     window = c.model.context_window
-    if left > 0:
-        return Candidate(c.model, "skipped", f"upstream {c.model.upstream} is in cooldown for {math.ceil(left)} s more")
+    if blocked is not None:
+        whose, cooling = blocked
+        how = "rate limited" if cooling.state == "cooling" else "in cooldown"
+        return Candidate(c.model, "skipped", f"{whose} is {how} until {cooling.until_text()} ({cooling.why})",
+                         cooling)
     if window is not None and needed_tokens > window:
         return Candidate(c.model, "skipped", f"context too small: needs about {needed_tokens} tokens, has {window}")
     return c
@@ -118,9 +130,9 @@ def _screen_one(c: Candidate, cooldown_left: Callable[[str], float], needed_toke
 def _ranked(c: Candidate, first: bool) -> Candidate:
     """A runnable candidate's verdict by its place: the first is chosen, every other one a fallback."""
     if first and c.verdict == "fallback":
-        return Candidate(c.model, "chosen", f"first candidate left ({c.reason})")
+        return dataclasses.replace(c, verdict="chosen", reason=f"first candidate left ({c.reason})")
     if not first and c.verdict == "chosen":
-        return Candidate(c.model, "fallback", c.reason)
+        return dataclasses.replace(c, verdict="fallback")
     return c
 
 
@@ -132,7 +144,8 @@ def _alias_fallbacks(policy: PolicySettings, model: Model) -> list[str]:
 
 
 def _first_choice(catalog: Catalog, policy: PolicySettings, policy_name: str, allow: tuple[str, ...] | None,
-                  requested: str | None, effort: str | None) -> tuple[Model, str, list[Model]]:
+                  requested: str | None, effort: str | None, session: Session | None
+                  ) -> tuple[Model, str, list[Model]]:
     """The first candidate, why, and the rest of its effort tier (tried next, in order)."""
     if requested:
         model = catalog.resolve(requested)
@@ -147,7 +160,7 @@ def _first_choice(catalog: Catalog, policy: PolicySettings, policy_name: str, al
     if tier is not None:
         models = [m for n in tier.root if (m := catalog.resolve(n)) and Catalog.allowed(m, allow)]
         if models:
-            model = _weighted(models, policy)
+            model = _weighted(models, policy, session)
             return model, (f"No model was named; effort {effort!r} picked the {effort!r} tier of policy "
                            f"{policy_name!r}, which chose {model.id}."), [m for m in models if m is not model]
     if policy.default_model:
@@ -162,11 +175,11 @@ def _first_choice(catalog: Catalog, policy: PolicySettings, policy_name: str, al
     raise ApiError(codes.MODEL_NOT_ALLOWED, "This key may use no model in the catalog.", param="model")
 
 
-def _weighted(models: list[Model], policy: PolicySettings) -> Model:
+def _weighted(models: list[Model], policy: PolicySettings, session: Session | None) -> Model:
     weights = policy.weights
     if not any(m.id in weights for m in models):
         return models[0]
     w = [float(weights[m.id].root) if m.id in weights else 0.0 for m in models]
     if sum(w) <= 0:
         return models[0]
-    return random.choices(models, weights=w, k=1)[0]
+    return models[affinity.rank(session, [m.id for m in models], w)[0]]

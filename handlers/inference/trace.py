@@ -17,10 +17,12 @@ from handlers.inference.upstreams.base import FailureKind
 class Attempt:
     model: str  # model id
     upstream: str
+    deployment: str
     status: int | None  # the upstream's HTTP status, when it answered
     failure: FailureKind | None  # None when the attempt succeeded
     message: str | None
     latency_ms: float
+    retry: int = 0  # which pass over the candidates: 0 the first, n the n-th retry
 
     @property
     def error(self) -> str | None:
@@ -43,10 +45,11 @@ class Trace:
     started: float = field(default_factory=time.perf_counter)
 
     def attempted(self, model: Model, started: float, status: int | None, failure: FailureKind | None = None,
-                  message: str | None = None) -> None:
+                  message: str | None = None, retry: int = 0) -> None:
         """One upstream attempt, begun at `started` (time.perf_counter), ended now."""
         latency = round((time.perf_counter() - started) * 1000, 3)
-        self.attempts.append(Attempt(model.id, model.upstream, status, failure, message, latency))
+        self.attempts.append(Attempt(model.id, model.upstream, model.deployment, status, failure, message, latency,
+                                     retry))
 
     def upstream_ms(self) -> float:
         return round(sum(a.latency_ms for a in self.attempts), 3)

@@ -36,10 +36,12 @@ def record(plan: Plan, trace: Trace, note: str = "") -> models.Decision:
         workspace_id=plan.key.workspace_id, format=plan.format, requested_model=plan.requested, effort=plan.effort,
         policy=plan.policy, stream=plan.stream,
         candidates=[models.DecisionCandidate.model_construct(model=c.model.id, upstream=c.model.upstream,
-                                                             verdict=c.verdict, reason=c.reason)
+                                                             deployment=c.model.deployment, verdict=c.verdict,
+                                                             reason=c.reason)
                     for c in plan.candidates],
-        attempts=[models.DecisionAttempt.model_construct(model=a.model, upstream=a.upstream, status=a.status,
-                                                         error=a.error, latency_ms=a.latency_ms)
+        attempts=[models.DecisionAttempt.model_construct(model=a.model, upstream=a.upstream, deployment=a.deployment,
+                                                         retry=a.retry, status=a.status, error=a.error,
+                                                         latency_ms=a.latency_ms)
                   for a in trace.attempts],
         model=trace.answered.id if trace.answered else None,
         usage=None if u is None else models.DecisionUsage.model_construct(
@@ -68,7 +70,11 @@ def explanation(plan: Plan, trace: Trace) -> str:
     first = plan.candidates[0] if plan.candidates else None
     if first is not None and first.verdict == "skipped":
         parts.append(f"It was skipped ({first.reason}).")
-    failed = [a.model for a in trace.attempts if a.failure is not None]
+    failed = list(dict.fromkeys(a.model for a in trace.attempts if a.failure is not None))
+    retries = max((a.retry for a in trace.attempts), default=0)
+    if retries:
+        parts.append(f"Every candidate failed before answering, and the gateway retried {retries} "
+                     f"time{'s' if retries > 1 else ''}.")
     if trace.answered is None:
         parts.append(f"No candidate answered (outcome: {trace.outcome}).")
     elif first is not None and trace.answered.id != first.model.id:

@@ -18,7 +18,7 @@ from starlette.responses import Response
 from handlers import gateway
 from handlers.administration.auth import Principal
 from handlers.edge.responses import json_response
-from handlers.inference import routing, tokens
+from handlers.inference import affinity, routing, tokens
 from handlers.inference.canonical import Request, Usage
 from handlers.inference.catalog import Model
 from handlers.inference.formats.base import Traits
@@ -55,7 +55,8 @@ async def count(principal: Principal, req: Request, answer: Callable[[int], dict
     """The count of `req`'s prompt, answered as `answer` writes it (Messages' {input_tokens} unless said)."""
     gw = gateway.current()
     req.stream = False  # nothing is generated, so nothing streams
-    plan = routing.decide(gw.catalog, gw.config.policies, gw.config.default_policy, principal.key, req)
+    session = affinity.session_of(principal.key.id, req)  # the same as the messages it counts for
+    plan = routing.decide(gw.catalog, gw.config.policies, gw.config.default_policy, principal.key, req, session)
     # No context-window check: a prompt too long for a model still has a count, and the caller wants to know it.
     life = await Lifecycle.screened(gw, plan, 0, inference=False, note=_COUNTED_ONLY)
     req.effort = life.plan.effort

@@ -31,11 +31,17 @@ from handlers.serving.lifecycle import Lifecycle
 from handlers.store.base import Key
 
 
-async def embed(principal: Principal, req: Embed) -> Response:
-    gw = gateway.current()
+async def planned(gw: gateway.Gateway, key: Key, req: Embed) -> tuple[Lifecycle, int]:
+    """The request's screened plan, and its input estimate (every input's tokens): what embed() tries, and what a
+    route preview shows."""
     total, longest = wire.input_tokens(req)
     # The window bounds each input, not their sum.
-    life = await Lifecycle.screened(gw, _route(gw, principal.key, req), longest)
+    return await Lifecycle.screened(gw, _route(gw, key, req), longest), total
+
+
+async def embed(principal: Principal, req: Embed) -> Response:
+    gw = gateway.current()
+    life, total = await planned(gw, principal.key, req)
     async with life.failing():
         models = life.runnable()
         life.hold = await gw.meter.admit_tokens(principal.key, models, total, 0)

@@ -9,8 +9,8 @@ toward its cooldown); `settle` charges what was used and records the decision. A
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeVar
@@ -21,14 +21,18 @@ from handlers.errors import ApiError
 from handlers.inference import routing
 from handlers.inference.canonical import Request, Usage
 from handlers.inference.catalog import Model
+from handlers.inference.cooldown import deployment_key, upstream_key
 from handlers.inference.formats.base import Traits
 from handlers.inference.routing import Plan
 from handlers.inference.trace import Trace
 from handlers.inference.upstreams.base import PLAIN, Upstream, UpstreamError
+from handlers.metering import ratelimit
 from handlers.metering.meter import Charge, Hold
 from handlers.observability import metrics, requestlog
+from handlers.serving.retries import Retries
 
 T = TypeVar("T")
+NO_RETRY = {"x-should-retry": "false"}  # the SDKs' override of their own retry choice: a retry cannot help
 
 
 class Lifecycle:
@@ -46,12 +50,22 @@ class Lifecycle:
         self.limit_headers: dict[str, str] = {}  # the rate-limit headers of a request that holds nothing
         self._inference = inference
         self._note = note
+        self._busy: set[str] = set()  # upstreams whose pool was found full: not waited on again
 
     @classmethod
     async def screened(cls, gw: gateway.Gateway, plan: Plan, needed_tokens: int, **options: object) -> Lifecycle:
-        """The plan without the candidates whose upstream is cooling down or whose window is under `needed_tokens`."""
-        await gw.cooldowns.refresh(c.model.upstream for c in plan.candidates)
-        return cls(gw, routing.screen(plan, gw.cooldowns.remaining, needed_tokens), **options)  # type: ignore[arg-type]
+        """The plan without the candidates whose deployment or upstream is cooling down or whose window is under
+        `needed_tokens`."""
+        cd = gw.cooldowns
+        await cd.refresh(key for c in plan.candidates
+                         for key in (upstream_key(c.model.upstream), deployment_key(c.model.deployment)))
+        screened = routing.screen(plan, lambda m: cd.blocking(m.upstream, m.deployment), needed_tokens)
+        return cls(gw, screened, **options)  # type: ignore[arg-type]
+
+    @property
+    def traits(self) -> Callable[[Model], Traits]:
+        """What each model's body is rendered for (the catalog's word on it, without an operation's own)."""
+        return self._traits or (lambda _model: PLAIN)
 
     def runnable(self, verb: str = "take") -> list[Model]:
         """The models that may be tried, in order; routing's own refusal, or none left, is the caller's answer."""
@@ -75,44 +89,96 @@ class Lifecycle:
             raise
 
     async def attempt(self, call: Callable[[Upstream, Model], Awaitable[T]]) -> tuple[T, Model]:
-        """Try each runnable candidate in order until one answers. Any failure but the caller's own falls through to
-        the next (UpstreamError.falls_back); only an upstream's transient failures count toward its cooldown
-        (trips_cooldown). An upstream whose pool was full is not waited on twice for one request. Returns the answer
-        and the model that gave it; when every candidate failed, the last failure is the caller's answer."""
-        gw, trace = self.gw, self.trace
+        """Try each runnable candidate in order until one answers, then retry those whose failure a retry can fix
+        (serving/retries.py). Any failure but the caller's own falls through to the next (UpstreamError.falls_back)
+        and counts toward the breaker it belongs to, its deployment's or its whole upstream's
+        (UpstreamError.breaker); a candidate cooled down meanwhile is not retried. An upstream whose pool was full is
+        not waited on twice for one request. Returns the answer and the model that gave it; when every candidate
+        failed, the last failure is the caller's answer."""
+        gw = self.gw
         if gw.tracing is not None:  # telemetry on: each call in a client span (observability/upstream_spans.py)
             call = gw.tracing.upstreams.traced(call, self.plan)
+        retries = Retries(gw.config.retries, self.trace.started)
+        models = [c.model for c in self.plan.runnable()]
         failed: tuple[UpstreamError, str] | None = None
-        busy: set[str] | None = None  # made only once a pool was found full
-        for cand in self.plan.runnable():
-            upstream = gw.upstreams[cand.model.upstream]
-            started = time.perf_counter()
-            try:
-                if busy and upstream.name in busy:
-                    raise UpstreamError("busy", f"upstream {upstream.name} had no free connection a moment ago; not "
-                                        "waited on again for this request", retry_after=1.0)
-                answer = await call(upstream, cand.model)
-            except UpstreamError as err:
-                trace.attempted(cand.model, started, err.status, err.kind, err.message)
-                if err.trips_cooldown and await gw.cooldowns.failed(upstream.name):
-                    metrics.COOLDOWNS.labels(upstream.name).inc()
-                if not err.falls_back:
-                    raise upstream_failure(err, upstream.name) from None
-                if err.kind == "busy":
-                    busy = (busy or set()) | {upstream.name}
-                failed = err, upstream.name
-                continue
-            await gw.cooldowns.succeeded(upstream.name)
-            trace.attempted(cand.model, started, 200)
-            trace.answered = cand.model
-            if self._request is not None:  # what its upstream was not sent of it, said out loud
-                trace.omitted_tools = upstream.omitted_tools(self._request, cand.model.name)
-                traits = self._traits(cand.model) if self._traits is not None else PLAIN
-                trace.left_out = upstream.left_out(self._request, cand.model.name, traits)
-            return answer, cand.model
-        if failed is not None:
-            raise upstream_failure(*failed) from None
-        raise ApiError(codes.NO_UPSTREAM_AVAILABLE, "No upstream could take the request.")
+        while True:
+            worth: list[tuple[Model, float]] = []  # failed in a way a retry can fix, with the wait it named
+            for model in models:
+                if retries.round and gw.cooldowns.blocking(model.upstream, model.deployment):
+                    continue
+                try:
+                    return await self._try(call, model, retries.round)
+                except UpstreamError as err:
+                    failed = err, model.upstream
+                    wait = self._retry_wait(retries, model, err)
+                    if wait is not None:
+                        worth.append((model, wait))
+            pause = retries.pause([wait for _, wait in worth])
+            if pause is None:
+                break
+            await asyncio.sleep(pause)
+            models = [m for m, _ in worth]
+        if failed is None:
+            raise nothing_left(gw, self.plan)
+        answer = upstream_failure(*failed)
+        if retries.round:  # the gateway already did what an SDK's retry would do
+            answer.headers = {**answer.headers, **NO_RETRY}
+        raise answer from None
+
+    def _retry_wait(self, retries: Retries, model: Model, err: UpstreamError) -> float | None:
+        """How long before `model` may be retried after `err`, or None when a retry cannot fix it: a failure no retry
+        fixes, or a cooldown (its breaker tripped) longer than the gateway waits out."""
+        if not retries.worth(err):
+            return None
+        blocked = self.gw.cooldowns.blocking(model.upstream, model.deployment)
+        wait = max(err.wait or 0.0, self.gw.cooldowns.left(blocked[1]) if blocked else 0.0)
+        return wait if wait <= float(retries.settings.max_wait_seconds) else None
+
+    async def _try(self, call: Callable[[Upstream, Model], Awaitable[T]], model: Model, retry: int
+                   ) -> tuple[T, Model]:
+        """One attempt, in the trace; an UpstreamError the caller may fall back from is raised as it is, any other
+        failure as the caller's answer."""
+        gw, trace = self.gw, self.trace
+        upstream = gw.upstreams[model.upstream]
+        started = time.perf_counter()
+        try:
+            if upstream.name in self._busy:
+                raise UpstreamError("busy", f"upstream {upstream.name} had no free connection a moment ago; not "
+                                    "waited on again for this request", retry_after=1.0)
+            answer = await call(upstream, model)
+        except UpstreamError as err:
+            trace.attempted(model, started, err.status, err.kind, err.message, retry=retry)
+            await self._count(model, err)
+            if not err.falls_back:
+                raise upstream_failure(err, upstream.name) from None
+            if err.kind == "busy":
+                self._busy.add(upstream.name)
+            raise
+        await gw.cooldowns.succeeded(deployment_key(model.deployment))
+        await gw.cooldowns.succeeded(upstream_key(upstream.name))
+        trace.attempted(model, started, 200, retry=retry)
+        trace.answered = model
+        if self._request is not None:  # what its upstream was not sent of it, said out loud
+            trace.omitted_tools = upstream.omitted_tools(self._request, model.name)
+            traits = self._traits(model) if self._traits is not None else PLAIN
+            trace.left_out = upstream.left_out(self._request, model.name, traits)
+        return answer, model
+
+    async def _count(self, model: Model, err: UpstreamError) -> None:
+        """A failure toward the breaker it belongs to: the upstream's, or the deployment's; a wait the upstream named
+        cools the deployment for that wait at once."""
+        cd = self.gw.cooldowns
+        if err.breaker == "upstream":
+            cooling = await cd.failed(upstream_key(model.upstream), err.message)
+        elif err.breaker == "deployment" and err.wait is not None:
+            why = f"HTTP {err.status}: its upstream asked to wait {round(err.wait, 3):g} s"
+            cooling = await cd.cool(deployment_key(model.deployment), err.wait, why)
+        elif err.breaker == "deployment":
+            cooling = await cd.failed(deployment_key(model.deployment), err.message)
+        else:
+            return
+        if cooling is not None:
+            metrics.COOLDOWNS.labels(model.upstream).inc()
 
     async def settle(self, model: Model, usage: Usage | None, output_chars: int) -> Charge | None:
         """The request is answered: charge what it used (nothing was held for a free or counted request), record."""
@@ -159,10 +225,11 @@ class Lifecycle:
 
 
 def upstream_failure(err: UpstreamError, upstream: str) -> ApiError:
-    """An upstream failure, as the caller sees it. Never carries our upstream credentials."""
+    """An upstream failure, as the caller sees it. Never carries our upstream credentials. A wait the upstream named
+    reaches the caller (Retry-After and retry-after-ms); where no retry can help, `x-should-retry: false`."""
     if err.caller_fault:
         return ApiError(codes.UPSTREAM_REJECTED_REQUEST, f"The upstream rejected the request: {err.message}")
-    retry = {"retry-after": str(max(1, min(60, round(err.retry_after))))} if err.retry_after else None
+    retry = ratelimit.retry_headers(err.retry_after) if err.retry_after else None
     if err.kind == "timeout":
         return ApiError(codes.UPSTREAM_TIMEOUT, f"The upstream {upstream} did not answer in time.")
     if err.kind == "connect":
@@ -171,16 +238,26 @@ def upstream_failure(err: UpstreamError, upstream: str) -> ApiError:
         return ApiError(codes.UPSTREAM_BUSY, f"The upstream {upstream} is busy: every connection the gateway may "
                         "open to it is in use. Retry shortly.", headers=retry)
     if err.status in (401, 403):
-        return ApiError(codes.UPSTREAM_AUTH_FAILED, f"The upstream {upstream} rejected the gateway's credentials.")
+        return ApiError(codes.UPSTREAM_AUTH_FAILED, f"The upstream {upstream} rejected the gateway's credentials.",
+                        headers=dict(NO_RETRY))
     if err.status == 429:
-        return ApiError(codes.UPSTREAM_OVERLOADED, f"The upstream {upstream} is rate limiting the gateway.",
+        return ApiError(codes.UPSTREAM_RATE_LIMITED, f"The upstream {upstream} is rate limiting the gateway: "
+                        f"{err.message}", headers=retry)
+    if err.status == 529:
+        return ApiError(codes.UPSTREAM_OVERLOADED, f"The upstream {upstream} is overloaded: {err.message}",
                         headers=retry)
-    return ApiError(codes.UPSTREAM_ERROR, f"The upstream {upstream} failed: {err.message}")
+    return ApiError(codes.UPSTREAM_ERROR, f"The upstream {upstream} failed: {err.message}", headers=retry)
 
 
 def nothing_left(gw: gateway.Gateway, plan: Plan, verb: str = "take") -> ApiError:
-    waits = [gw.cooldowns.remaining(c.model.upstream) for c in plan.candidates]
-    wait = min((w for w in waits if w > 0), default=0)
+    """No candidate was left to try. Skipped only for the waits their upstreams asked for (rate limits): a 429 with
+    the soonest wait. Skipped by cooldowns: a 503 with the soonest end. Skipped for reasons no wait changes (context
+    windows, the allowlist): a 503 that says not to retry."""
+    coolings = [c.cooling for c in plan.candidates if c.cooling is not None]
+    wait = min((gw.cooldowns.left(c) for c in coolings), default=0.0)
     reasons = "; ".join(f"{c.model.id}: {c.reason}" for c in plan.candidates)
-    headers = {"retry-after": str(max(1, min(60, math.ceil(wait))))} if wait else None
+    if coolings and wait > 0 and all(c.state == "cooling" for c in coolings):
+        return ApiError(codes.UPSTREAM_RATE_LIMITED, f"Every candidate is rate limited by its upstream; wait for the "
+                        f"first to be free ({reasons}).", headers=ratelimit.retry_headers(wait))
+    headers = ratelimit.retry_headers(wait) if wait > 0 else dict(NO_RETRY)
     return ApiError(codes.NO_UPSTREAM_AVAILABLE, f"No candidate can {verb} the request ({reasons}).", headers=headers)

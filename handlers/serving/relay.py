@@ -20,7 +20,7 @@ from handlers import gateway
 from handlers.administration.auth import Principal
 from handlers.edge.responses import json_response, sse_response
 from handlers.errors import ApiError
-from handlers.inference import routing, tokens
+from handlers.inference import affinity, routing, tokens
 from handlers.inference.canonical import (
     Answer,
     Event,
@@ -39,18 +39,27 @@ from handlers.inference.routing import Plan
 from handlers.inference.upstreams.base import UpstreamError
 from handlers.observability import metrics, requestlog
 from handlers.serving.lifecycle import Lifecycle, upstream_failure
+from handlers.store.base import Key
 
 log = logging.getLogger("specway.relay")
 _SETTLE_TIMEOUT = 10.0  # seconds a cancelled stream may take to close its upstream and settle
 _LOGGED_CHARS = 2000
 
 
-async def relay(principal: Principal, req: Request, wire: CallerFormat) -> Response:
-    gw = gateway.current()
-    plan = routing.decide(gw.catalog, gw.config.policies, gw.config.default_policy, principal.key, req)
+async def planned(gw: gateway.Gateway, key: Key, req: Request) -> tuple[Lifecycle, int]:
+    """The request's screened plan, and its input estimate: what relay() tries, and what a route preview shows."""
+    session = affinity.session_of(key.id, req)
+    plan = routing.decide(gw.catalog, gw.config.policies, gw.config.default_policy, key, req, session)
     estimate = tokens.input_tokens(req)  # once: the context check and the reservation both need it
     traits = traits_for(gw, plan)  # screening keeps the plan's policy
     life = await Lifecycle.screened(gw, plan, estimate + (req.max_tokens or 0), request=req, traits=traits)
+    return life, estimate
+
+
+async def relay(principal: Principal, req: Request, wire: CallerFormat) -> Response:
+    gw = gateway.current()
+    life, estimate = await planned(gw, principal.key, req)
+    traits = life.traits
     req.effort = life.plan.effort  # the tier word every format's renderer maps into its own vocabulary
     async with life.failing():
         models = life.runnable()

@@ -91,11 +91,31 @@ class UpstreamError(Exception):
         return not self.caller_fault
 
     @property
+    def breaker(self) -> Literal["upstream", "deployment"] | None:
+        """Whose circuit breaker this failure counts toward (handlers/inference/cooldown.py). The whole upstream's
+        when it cannot be reached (a refused connection, DNS, TLS) or refuses the gateway's key (401): then every
+        model on it fails alike. The deployment's (this model on this upstream) for its other transient failures,
+        and for a 403, which providers answer for one model a key may not use as much as for a bad key. None for a
+        full pool (the gateway's own load), an answer that cannot be read and the caller's own fault: no caller may
+        cool anything down for everyone by sending a bad request."""
+        if self.kind == "connect" or self.status == 401:
+            return "upstream"
+        if self.status == 403 or (self.retryable and self.kind != "busy"):
+            return "deployment"
+        return None
+
+    @property
     def trips_cooldown(self) -> bool:
-        """Counts toward the upstream's cooldown: its transient failures only. A full pool is the gateway's own load,
-        not the upstream's; a 401/403 or an unreadable answer may be one model's or one request's, and no caller may
-        cool an upstream down for everyone."""
-        return self.retryable and self.kind != "busy"
+        """Counts toward a circuit breaker (see `breaker`)."""
+        return self.breaker is not None
+
+    @property
+    def wait(self) -> float | None:
+        """The wait the upstream named for a rate limit or an overload (429, 529, or a 5xx with Retry-After): the
+        deployment is skipped for exactly that long, at once, rather than counted toward its breaker."""
+        if self.kind != "status" or self.retry_after is None or not self.retryable:
+            return None
+        return self.retry_after
 
 
 class Upstream(abc.ABC):

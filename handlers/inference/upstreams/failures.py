@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import contextlib
 import email.utils
+import re
 import time
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 import aiohttp
@@ -56,7 +58,7 @@ def status_error(name: str, status: int, headers: Mapping[str, str], body: bytes
     else:
         detail = error_detail(body)
         message = scrub(detail, secret) if detail else f"upstream {name} answered HTTP {status}"
-    return UpstreamError("status", message, status=status, retry_after=retry_after(headers))
+    return UpstreamError("status", message, status=status, retry_after=retry_after(headers, rate_limited=status == 429))
 
 
 def event_error(name: str, payload: Any, secret: str | None, statuses: Mapping[str, int] = ERROR_TYPE_STATUS
@@ -93,13 +95,62 @@ def scrub(text: str, secret: str | None) -> str:
     return text.replace(secret, "[redacted]") if secret else text
 
 
-def retry_after(headers: Mapping[str, str]) -> float | None:
-    """Seconds to wait, from `retry-after-ms` (OpenAI) or `retry-after` (seconds or an HTTP date)."""
+def retry_after(headers: Mapping[str, str], rate_limited: bool = False) -> float | None:
+    """Seconds to wait, from `retry-after-ms` (OpenAI) or `retry-after` (seconds or an HTTP date); for a rate limit
+    (`rate_limited`) that names neither, when the providers' rate-limit headers say the exhausted limit resets."""
     for header, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
         with contextlib.suppress(TypeError, ValueError):
             return max(0.0, float(headers.get(header) or "") * scale)
+    when = _date(headers.get("retry-after"))
+    if when is not None:
+        return max(0.0, when - time.time())
+    return rate_limit_reset(headers) if rate_limited else None
+
+
+# (remaining, reset) header pairs: OpenAI's resets are durations ("1s", "6m0s", "20ms"), Anthropic's RFC 3339 times.
+_RESETS = (
+    ("x-ratelimit-remaining-requests", "x-ratelimit-reset-requests"),
+    ("x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens"),
+    ("anthropic-ratelimit-requests-remaining", "anthropic-ratelimit-requests-reset"),
+    ("anthropic-ratelimit-tokens-remaining", "anthropic-ratelimit-tokens-reset"),
+    ("anthropic-ratelimit-input-tokens-remaining", "anthropic-ratelimit-input-tokens-reset"),
+    ("anthropic-ratelimit-output-tokens-remaining", "anthropic-ratelimit-output-tokens-reset"),
+)
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|us|µs|ns|h|m|s)")
+_UNIT = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+
+
+def rate_limit_reset(headers: Mapping[str, str]) -> float | None:
+    """Seconds until the rate limit that refused resets: the latest reset of the limits whose remaining count is 0,
+    else the soonest reset given; None when no provider header says."""
+    exhausted, given = [], []
+    for remaining, reset in _RESETS:
+        wait = _reset_seconds(headers.get(reset))
+        if wait is None:
+            continue
+        given.append(wait)
+        if (headers.get(remaining) or "").strip() == "0":
+            exhausted.append(wait)
+    return max(exhausted) if exhausted else min(given, default=None)
+
+
+def _reset_seconds(value: str | None) -> float | None:
+    """A reset header's wait: a Go duration (OpenAI), a number of seconds, or an RFC 3339 time (Anthropic)."""
+    text = (value or "").strip()
+    if not text:
+        return None
+    pieces = _DURATION.findall(text)
+    if pieces and "".join(n + u for n, u in pieces) == text:
+        return sum(float(n) * _UNIT[u] for n, u in pieces)
+    with contextlib.suppress(ValueError):
+        return max(0.0, float(text))
+    with contextlib.suppress(ValueError):
+        return max(0.0, datetime.fromisoformat(text).timestamp() - time.time())
+    return None
+
+
+def _date(value: str | None) -> float | None:
     try:
-        when = email.utils.parsedate_to_datetime(headers.get("retry-after") or "")
+        return email.utils.parsedate_to_datetime(value or "").timestamp()
     except (TypeError, ValueError, IndexError):
         return None
-    return max(0.0, when.timestamp() - time.time())

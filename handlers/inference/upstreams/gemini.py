@@ -1,8 +1,10 @@
 """The Gemini API: POST /v1beta/models/{model}:generateContent, :streamGenerateContent?alt=sse and :countTokens,
 with the key in `x-goog-api-key`.
 
-Its errors are Google's (`{"error": {"code", "message", "status"}}`); a 429 says when to come back in its details
-(google.rpc.RetryInfo's retryDelay, "27s"), which is read as the upstream's Retry-After.
+Its errors are Google's (`{"error": {"code", "message", "status", "details"}}`); a 429 says when to come back in its
+details (google.rpc.RetryInfo's retryDelay, "27s"), which is read as the upstream's Retry-After. The Gemini API
+refuses a bad key with a 400 whose google.rpc.ErrorInfo says API_KEY_INVALID: that is the gateway's credentials,
+not the caller's request, and is read as a 401.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from handlers.inference.upstreams.http import HttpUpstream
 
 ENDPOINT = "https://generativelanguage.googleapis.com"
 _RETRY_INFO = "type.googleapis.com/google.rpc.RetryInfo"
+_ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
+_BAD_KEY = frozenset({"API_KEY_INVALID", "API_KEY_EXPIRED"})
 
 
 class GeminiSpeaker(HttpUpstream):
@@ -58,9 +62,12 @@ class GeminiSpeaker(HttpUpstream):
         return {name: value for name, value in rendered.items() if name in COUNTED_FIELDS}
 
     def _status_error(self, response: httpx.Response, body: bytes) -> UpstreamError:
-        err = status_error(self.name, response.status_code, response.headers, body, self._secret)
+        details = _details(body)
+        status = 401 if response.status_code == 400 and any(
+            d.get("@type") == _ERROR_INFO and d.get("reason") in _BAD_KEY for d in details) else response.status_code
+        err = status_error(self.name, status, response.headers, body, self._secret)
         if err.retry_after is None:
-            err.retry_after = retry_delay(body)
+            err.retry_after = retry_delay(details)
         return err
 
 
@@ -89,16 +96,21 @@ class GeminiUpstream(GeminiSpeaker):
         return cls(name, options=UpstreamOptions.of(settings), **transport)
 
 
-def retry_delay(body: bytes) -> float | None:
-    """google.rpc.RetryInfo's retryDelay ("27s", "1.5s") in a Google error's details, in seconds."""
+def _details(body: bytes) -> list[dict[str, Any]]:
+    """The details of a Google error body (google.rpc.Status's), [] when it has none."""
     try:
         value = orjson.loads(body)
     except orjson.JSONDecodeError:
-        return None
+        return []
     error = value.get("error") if isinstance(value, dict) else None
     details = error.get("details") if isinstance(error, dict) else None
-    for detail in details if isinstance(details, list) else ():
-        delay = detail.get("retryDelay") if isinstance(detail, dict) and detail.get("@type") == _RETRY_INFO else None
+    return [d for d in details if isinstance(d, dict)] if isinstance(details, list) else []
+
+
+def retry_delay(details: list[dict[str, Any]]) -> float | None:
+    """google.rpc.RetryInfo's retryDelay ("27s", "1.5s") in a Google error's details, in seconds."""
+    for detail in details:
+        delay = detail.get("retryDelay") if detail.get("@type") == _RETRY_INFO else None
         if isinstance(delay, str) and delay.endswith("s"):
             try:
                 return max(0.0, float(delay[:-1]))

@@ -1,0 +1,68 @@
+"""Session affinity: the requests of one conversation go to the same model and deployment while those are healthy,
+so that prompt caches and thinking signatures keep working, and so that a route preview of a request picks what the
+request itself then picks.
+
+A request's session is, the first that applies: the caller's `x-specway-session` header, its `prompt_cache_key`
+(Chat Completions, Responses), Anthropic's `metadata.user_id`, else the conversation itself: a hash of the key, the
+system prompt and the first message, which every turn of a conversation repeats. Weighted choices are made by
+rendezvous hashing of the session (`rank`): the same session always ranks the same names the same way, and across
+sessions each name comes first as often as its weight says.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from handlers.inference.canonical import Request
+
+Source = Literal["x-specway-session", "prompt_cache_key", "metadata.user_id", "conversation"]
+_MAX = float(2**64)
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    source: Source  # where the session came from (explain says it, never the value)
+    digest: bytes  # a hash of the key and the session's value: sessions of different keys never meet
+
+
+def session_of(key_id: str, req: Request, header: str | None = None) -> Session:
+    """The session `req` belongs to (see the module's docstring)."""
+    metadata = req.body.get("metadata")
+    user = metadata.get("user_id") if isinstance(metadata, dict) else None
+    cache_key = req.body.get("prompt_cache_key")
+    for source, value in (("x-specway-session", header), ("prompt_cache_key", cache_key),
+                          ("metadata.user_id", user)):
+        if isinstance(value, str) and value:
+            return Session(source, _digest(key_id, source, value))  # type: ignore[arg-type]
+    first = req.messages[0].text() if req.messages else ""
+    return Session("conversation", _digest(key_id, "conversation", req.system or "", first))
+
+
+def _digest(*parts: str) -> bytes:
+    h = hashlib.blake2b(digest_size=16)
+    for part in parts:
+        h.update(part.encode("utf-8", "surrogatepass"))
+        h.update(b"\x00")
+    return h.digest()
+
+
+def rank(session: Session | None, names: Sequence[str], weights: Sequence[float]) -> list[int]:
+    """The indices of `names` in the order `session` prefers them: weighted rendezvous hashing, so each name is
+    first for a share of sessions equal to its share of the weights. A weight of 0 (or less) comes last. Without a
+    session (affinity off), a fresh random order by the same weights."""
+    def score(i: int) -> float:
+        if weights[i] <= 0:
+            return math.inf
+        if session is None:
+            u = random.random() or 0.5
+        else:
+            h = hashlib.blake2b(names[i].encode(), digest_size=8, key=session.digest).digest()
+            u = (int.from_bytes(h, "big") + 0.5) / _MAX  # in (0, 1)
+        return -math.log(u) / weights[i]  # the first of independent exponential clocks, rate = weight
+
+    return sorted(range(len(names)), key=lambda i: (score(i), i))
