@@ -28,6 +28,14 @@ class Workspace(StrictModel):
     """
     spend_total: StrictStr
     created_at: StrictStr
+    state: Literal["active", "revoked"]
+    """
+    revoked (by `DELETE /v1/workspaces/{workspaceId}`) refuses every key of the workspace, new keys and credit, until `POST /v1/workspaces/{workspaceId}/restore`.
+    """
+    revoked_at: StrictStr | None = Field(...)
+    """
+    When it was revoked; null while active.
+    """
 
 
 class WorkspaceList(StrictModel):
@@ -393,6 +401,7 @@ class ErrorDetail(StrictModel):
         "insufficient_scope",
         "cannot_modify_self",
         "model_not_allowed",
+        "workspace_revoked",
         "model_not_found",
         "workspace_not_found",
         "key_not_found",

@@ -18,6 +18,7 @@ class PathInfo:
 TABLE: tuple[PathInfo, ...] = (
     PathInfo("/v1/workspaces", re.compile("^/v1/workspaces$"), "GET, POST"),
     PathInfo("/v1/workspaces/{workspaceId}", re.compile("^/v1/workspaces/[^/]+$"), "DELETE, GET, PATCH"),
+    PathInfo("/v1/workspaces/{workspaceId}/restore", re.compile("^/v1/workspaces/[^/]+/restore$"), "POST"),
     PathInfo("/v1/workspaces/{workspaceId}/credit", re.compile("^/v1/workspaces/[^/]+/credit$"), "POST"),
     PathInfo("/v1/keys", re.compile("^/v1/keys$"), "GET, POST"),
     PathInfo("/v1/keys/{keyId}", re.compile("^/v1/keys/[^/]+$"), "DELETE, GET, PATCH"),

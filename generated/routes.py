@@ -127,6 +127,11 @@ async def readyz():
     return await operations.readyz(principal)
 
 
+async def restore_workspace(workspace_id):
+    principal = await glue.authenticate(request, "admin")
+    return await admin.restore_workspace(principal, workspace_id)
+
+
 async def revoke_key(key_id):
     principal = await glue.authenticate(request, "workspace:admin")
     return await admin.revoke_key(principal, key_id)

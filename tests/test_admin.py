@@ -208,7 +208,12 @@ def test_cli_uses_the_same_logic(tmp_path: Path) -> None:
     key_id = listed.stdout.splitlines()[1].split("\t")[0]
     assert _cli(config, "keys", "revoke", key_id).stdout.strip() == f"revoked {key_id}"
     _cli(config, "keys", "create", "--name", "second")
-    assert _cli(config, "workspaces", "revoke", ws_id).stdout.strip() == f"revoked 1 key(s) of {ws_id}"
+    assert _cli(config, "workspaces", "revoke", ws_id).stdout.strip() == f"revoked {ws_id}"
+    assert "revoked (workspace)" in _cli(config, "keys", "list").stdout
+    refused = _cli(config, "keys", "create", "--name", "third")
+    assert refused.returncode == 2 and "is revoked: it takes no new keys" in refused.stderr
+    assert _cli(config, "workspaces", "restore", ws_id).stdout.strip() == f"restored {ws_id}"
+    assert _cli(config, "keys", "create", "--name", "third").returncode == 0
 
 
 def test_an_expired_key_is_401(gw: Live, admin: httpx.Client) -> None:
@@ -232,17 +237,59 @@ def test_revocation_elsewhere_takes_effect_within_the_cache_time(tmp_path: Path)
                 time.sleep(0.1)
 
 
-def test_revoking_a_workspace_revokes_its_keys(gw: Live, admin: httpx.Client, tmp_path: Path) -> None:
+def test_a_revoked_workspace_stays_revoked_until_restored(gw: Live, admin: httpx.Client) -> None:
+    """Its old keys, new keys and credit are refused; it is listed as revoked; only a restore reverses it."""
     ws = admin.post("/v1/workspaces", json={"name": "leaving", "credit": "5"}).json()
-    secrets = [admin.post("/v1/keys", json={"name": f"k{i}", "workspace_id": ws["id"]}).json()["secret"]
-               for i in range(2)]
+    assert (ws["state"], ws["revoked_at"]) == ("active", None)
+    made = [admin.post("/v1/keys", json={"name": f"k{i}", "workspace_id": ws["id"]}).json() for i in range(2)]
+    with client(gw, made[0]["secret"]) as c:
+        assert c.get("/v1/key").status_code == 200  # cached in this process
     r = admin.delete(f"/v1/workspaces/{ws['id']}")
-    assert r.status_code == 200 and r.json()["credit"] == "5"
-    for secret in secrets:
-        with client(gw, secret) as c:
-            assert c.get("/v1/key").status_code == 401
+    assert r.status_code == 200 and r.json()["credit"] == "5" and r.json()["state"] == "revoked", r.text
+    revoked_at = r.json()["revoked_at"]
+    for key in made:
+        with client(gw, key["secret"]) as c:
+            refused = c.post("/v1/chat/completions", json=CHAT)
+            assert refused.status_code == 401 and "workspace is revoked" in refused.json()["error"]["message"]
+    listed = {w["id"]: w for w in admin.get("/v1/workspaces").json()["data"]}
+    assert (listed[ws["id"]]["state"], listed[ws["id"]]["revoked_at"]) == ("revoked", revoked_at)
+    assert admin.get(f"/v1/workspaces/{ws['id']}").json()["state"] == "revoked"
+    new_key = admin.post("/v1/keys", json={"name": "after", "workspace_id": ws["id"]})
+    assert new_key.status_code == 409 and new_key.json()["error"]["code"] == "workspace_revoked", new_key.text
+    more = admin.post(f"/v1/workspaces/{ws['id']}/credit", json={"amount": "1"})
+    assert more.status_code == 409 and more.json()["error"]["code"] == "workspace_revoked", more.text
+    assert {k["name"] for k in admin.get("/v1/keys", params={"workspace_id": ws["id"]}).json()["data"]} == {"k0", "k1"}
+    assert admin.delete(f"/v1/workspaces/{ws['id']}").json()["revoked_at"] == revoked_at  # the first time stays
+    assert admin.delete(f"/v1/keys/{made[1]['id']}").status_code == 200  # revoked on its own meanwhile
     assert admin.get("/v1/key").status_code == 200  # the admin's own workspace is untouched
     assert admin.delete("/v1/workspaces/ws_nope").status_code == 404
+
+    back = admin.post(f"/v1/workspaces/{ws['id']}/restore")
+    assert back.status_code == 200 and (back.json()["state"], back.json()["revoked_at"]) == ("active", None)
+    with client(gw, made[0]["secret"]) as c:
+        assert c.post("/v1/chat/completions", json=CHAT).status_code == 200
+    with client(gw, made[1]["secret"]) as c:
+        assert c.get("/v1/key").status_code == 401  # revoked on its own: a restore does not bring it back
+    assert admin.post(f"/v1/workspaces/{ws['id']}/credit", json={"amount": "1"}).json()["credit"] == "6"
+    assert admin.post("/v1/keys", json={"name": "after", "workspace_id": ws["id"]}).status_code == 201
+    assert admin.post(f"/v1/workspaces/{ws['id']}/restore").json()["state"] == "active"  # already active: no change
+    assert admin.post("/v1/workspaces/ws_nope/restore").status_code == 404
+
+
+def test_a_workspace_revoked_elsewhere_is_refused_within_the_cache_time(tmp_path: Path) -> None:
+    """Another process (a replica, a worker, the CLI) revokes and restores in the store; this one's cached key
+    learns of it within server.key_cache_seconds, because a key is read with its workspace's state."""
+    with serve({**CONFIG, "server": {"key_cache_seconds": 1}}, tmp_path) as g:
+        ws = g.new_workspace("elsewhere")
+        secret = g.create_key(workspace_id=ws)
+        with client(g, secret) as c:
+            for revoked, before, status in ((True, 200, 401), (False, 401, 200)):
+                assert c.get("/v1/key").status_code == before  # and the key is cached with that state
+                g.run(g.gateway.store.set_workspace_revoked(ws, revoked))  # straight in the store
+                deadline = time.monotonic() + 4  # the bound set here (1 s) plus a margin, under the 5 s default
+                while c.get("/v1/key").status_code != status:
+                    assert time.monotonic() < deadline, f"still not {status} after the cache time"
+                    time.sleep(0.1)
 
 
 def test_changes_made_here_apply_at_once_to_keys_already_cached(tmp_path: Path) -> None:

@@ -140,7 +140,7 @@ def test_the_administration_commands(term: Terminal, fake: FakeUpstream) -> None
     providers(term, fake, config)
     with term.serving() as term.key:
         out = term.sh(block("admin-cli"))
-        assert "revoked" in out and '"credit": "35.00"' in out
+        assert "revoked" in out and "restored" in out and '"credit": "35.00"' in out
         credit(term)
         assert chat(term).status_code == 200
         table = term.sh(block("usage-cli"))

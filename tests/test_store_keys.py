@@ -10,7 +10,7 @@ from decimal import Decimal as D
 import pytest
 
 from handlers.store import Store
-from handlers.store.base import SECRET_PREFIX, Limits
+from handlers.store.base import SECRET_PREFIX, Limits, WorkspaceRevoked
 from tests.store_support import (
     NEXT_YEAR,
     NOW,
@@ -112,6 +112,36 @@ async def test_revoke_and_expiry(store: Store) -> None:
     again = await store.revoke_key(key.id)
     assert again is not None and again.revoked_at == revoked.revoked_at
     assert await store.revoke_key("key_missing") is None
+
+
+async def test_a_revoked_workspace_is_a_state_until_restored(store: Store) -> None:
+    ws = await store.create_workspace("leaving", D(5))
+    kept, kept_secret = await store.create_key(ws.id, "kept", ("inference",))
+    alone, alone_secret = await store.create_key(ws.id, "revoked alone", ("inference",))
+    await store.revoke_key(alone.id)
+    revoked = await store.set_workspace_revoked(ws.id, True)
+    assert revoked is not None and revoked.revoked_at is not None and revoked.credit == D(5)
+    assert [w.revoked_at for w in await store.list_workspaces()] == [revoked.revoked_at]
+    again = await store.set_workspace_revoked(ws.id, True)
+    assert again is not None and again.revoked_at == revoked.revoked_at  # the first time is kept
+    found = await store.key_by_secret(kept_secret)
+    assert found is not None and found.revoked_at is None and found.workspace_revoked_at == revoked.revoked_at
+    assert not found.active(NOW) and [k.workspace_revoked_at for k in await store.list_keys(ws.id)] == [
+        revoked.revoked_at] * 2
+    with pytest.raises(WorkspaceRevoked):
+        await store.create_key(ws.id, "new", ("inference",))
+    with pytest.raises(WorkspaceRevoked):
+        await store.add_credit(ws.id, D(1))
+    assert [k.name for k in await store.list_keys(ws.id)] == ["kept", "revoked alone"]
+    assert (await store.get_workspace(ws.id)).credit == D(5)  # type: ignore[union-attr]
+
+    restored = await store.set_workspace_revoked(ws.id, False)
+    assert restored is not None and restored.revoked_at is None
+    assert (await store.key_by_secret(kept_secret)).active(NOW)  # type: ignore[union-attr]
+    assert not (await store.key_by_secret(alone_secret)).active(NOW)  # type: ignore[union-attr]  # its own
+    assert (await store.add_credit(ws.id, D(1))).credit == D(6)  # type: ignore[union-attr]
+    assert await store.set_workspace_revoked("ws_missing", True) is None
+    assert kept.workspace_revoked_at is None
 
 
 async def test_touch_keys(store: Store) -> None:

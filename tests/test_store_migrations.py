@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from handlers.metering import money
-from handlers.store import PostgresStore, SQLiteStore, Store, open_store
+from handlers.store import PostgresStore, SQLiteStore, Store, migrations, open_store
 from handlers.store.base import Limits
 from handlers.store.sqlbase import SQLStore
 from tests.store_support import (
@@ -95,9 +95,10 @@ async def test_migrations_upgrade_and_keep_rows(backend: Backend) -> None:
     stores = [backend.new_store() for _ in range(3)]
     try:
         await _open_together(stores)  # three workers starting at once
-        assert sorted(s.migrated for s in stores) == [(), (), (2, 3, 4, 5)]
+        every = [m.version for m in migrations.load(backend.kind)]
+        assert sorted(s.migrated for s in stores) == [(), (), tuple(every[1:])]
         versions = await backend.query("SELECT version FROM schema_version ORDER BY version")
-        assert [r[0] for r in versions] == [1, 2, 3, 4, 5]
+        assert [r[0] for r in versions] == every
         ws = await stores[0].get_workspace("ws_00000000000000aa")
         assert ws is not None and ws.credit == D("7.25") and ws.created_at == datetime(2024, 1, 1, tzinfo=UTC)
         key = await stores[1].key_by_secret("sk-sw-old")
@@ -113,7 +114,7 @@ async def test_fresh_databases_migrate_once_under_concurrent_opens(backend: Back
     stores = [backend.new_store() for _ in range(3)]
     try:
         await _open_together(stores)
-        assert sorted(s.migrated for s in stores) == [(), (), (1, 2, 3, 4, 5)]
+        assert sorted(s.migrated for s in stores) == [(), (), tuple(m.version for m in migrations.load(backend.kind))]
         await stores[0].ping()
     finally:
         for s in stores:

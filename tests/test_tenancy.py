@@ -27,7 +27,8 @@ CHAT = {"messages": [{"role": "user", "content": "hi"}]}
 # Every admin operation and the scope it needs: a new admin operation must be placed here, deliberately.
 SCOPE_OF = {
     "list_workspaces": "workspace:admin", "create_workspace": "admin", "get_workspace": "workspace:admin",
-    "update_workspace": "workspace:admin", "revoke_workspace": "admin", "add_credit": "admin",
+    "update_workspace": "workspace:admin", "revoke_workspace": "admin", "restore_workspace": "admin",
+    "add_credit": "admin",
     "list_keys": "workspace:admin", "create_key": "workspace:admin", "get_admin_key": "workspace:admin",
     "update_key": "workspace:admin", "revoke_key": "workspace:admin",
 }
@@ -131,6 +132,7 @@ def test_another_workspaces_key_is_answered_like_an_unknown_one(world: World, me
     ("POST", "/v1/workspaces", {"name": "mine now", "credit": "100"}),
     ("POST", "/v1/workspaces/{ws}/credit", {"amount": "100"}),
     ("DELETE", "/v1/workspaces/{ws}", None),
+    ("POST", "/v1/workspaces/{ws}/restore", None),
 ])
 def test_operator_operations_are_refused_whatever_the_workspace(world: World, method: str, path: str,
                                                                 body: dict[str, Any] | None) -> None:

@@ -7,7 +7,8 @@ administer what: handlers/administration/tenancy.py); the CLI leaves it at OPERA
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -16,9 +17,9 @@ from generated import errors as codes
 from generated import models as api
 from generated.scopes import DEFAULT_SCOPES
 from handlers.administration.tenancy import OPERATOR, Authority
-from handlers.errors import bad_request, not_found
+from handlers.errors import ApiError, bad_request, not_found
 from handlers.inference.catalog import Catalog
-from handlers.store.base import Key, Limits, Store, Workspace
+from handlers.store.base import Key, Limits, Store, Workspace, WorkspaceRevoked
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -27,8 +28,10 @@ def _iso(value: datetime | None) -> str | None:
 
 def workspace_out(ws: Workspace) -> api.Workspace:
     """A stored workspace as the API shows it."""
-    return api.Workspace(id=ws.id, object="workspace", name=ws.name, credit=str(ws.credit),
-                         reserved=str(ws.reserved), spend_total=str(ws.spend_total), created_at=_iso(ws.created_at))
+    return api.Workspace(id=ws.id, object="workspace", name=ws.name,
+                         state="active" if ws.revoked_at is None else "revoked", credit=str(ws.credit),
+                         reserved=str(ws.reserved), spend_total=str(ws.spend_total), created_at=_iso(ws.created_at),
+                         revoked_at=_iso(ws.revoked_at))
 
 
 def _limits_out(limits: Limits) -> api.KeyLimits:
@@ -129,11 +132,22 @@ def limits(given: api.KeyLimitsInput | None, current: Limits | None = None) -> L
 async def create_key(store: Store, catalog: Catalog, policies: Mapping[str, object], body: api.KeyCreate,
                      default_workspace: str, actor: Authority = OPERATOR) -> api.KeyCreated:
     ws = await workspace(store, body.workspace_id or default_workspace, actor)
-    key, secret = await store.create_key(
-        ws.id, body.name, _new_key_scopes(body, actor), models=models(catalog, body.models),
-        policy=policy(policies, body.policy), expires_at=body.expires_at, limits=limits(body.limits),
-    )
+    with _unless_revoked(ws.id, "new keys"):
+        key, secret = await store.create_key(
+            ws.id, body.name, _new_key_scopes(body, actor), models=models(catalog, body.models),
+            policy=policy(policies, body.policy), expires_at=body.expires_at, limits=limits(body.limits),
+        )
     return api.KeyCreated(**key_out(key).model_dump(), secret=secret)
+
+
+@contextmanager
+def _unless_revoked(workspace_id: str, what: str) -> Iterator[None]:
+    """The store's refusal of a change to a revoked workspace, as the API answers it."""
+    try:
+        yield
+    except WorkspaceRevoked:
+        raise ApiError(codes.WORKSPACE_REVOKED, f"Workspace {workspace_id!r} is revoked: it takes no {what} until it "
+                       "is restored (POST /v1/workspaces/{id}/restore, or `specway workspaces restore`).") from None
 
 
 async def update_key(store: Store, catalog: Catalog, policies: Mapping[str, object], key_id: str,
@@ -176,17 +190,22 @@ async def rename_workspace(store: Store, workspace_id: str, body: api.WorkspaceU
 
 async def add_credit(store: Store, workspace_id: str, body: api.CreditAdd) -> api.Workspace:
     await workspace(store, workspace_id)
-    ws = await store.add_credit(workspace_id, money(body.amount.root, "amount"))
+    with _unless_revoked(workspace_id, "credit"):
+        ws = await store.add_credit(workspace_id, money(body.amount.root, "amount"))
     return workspace_out(ws or await workspace(store, workspace_id))
 
 
-async def revoke_workspace(store: Store, workspace_id: str,
-                           actor: Authority = OPERATOR) -> tuple[api.Workspace, list[api.Key]]:
-    """Revoke every key of the workspace; it stays, with its credit and history, for the record."""
+async def revoke_workspace(store: Store, workspace_id: str, actor: Authority = OPERATOR) -> api.Workspace:
+    """Revoke the workspace: a state that refuses its keys, new keys and credit until it is restored. It stays, with
+    its credit, keys and history; its keys keep their own state (one revoked by itself stays revoked on restore)."""
     ws = await workspace(store, workspace_id, actor)
     actor.check_not_own_workspace(ws.id)
-    revoked = [await revoke_key(store, k.id) for k in await store.list_keys(workspace_id) if k.revoked_at is None]
-    return workspace_out(ws), revoked
+    return workspace_out(await store.set_workspace_revoked(ws.id, True) or ws)
+
+
+async def restore_workspace(store: Store, workspace_id: str) -> api.Workspace:
+    ws = await workspace(store, workspace_id)
+    return workspace_out(await store.set_workspace_revoked(ws.id, False) or ws)
 
 
 def money(text: str, param: str) -> Decimal:

@@ -121,7 +121,7 @@ def cmd_keys(args: argparse.Namespace) -> int:
             return [admin.key_out(k) for k in keys]
         rows = ["id\tname\thint\tscopes\tstate\tworkspace"]
         for k in keys:
-            state = "revoked" if k.revoked_at else "active"
+            state = "revoked" if k.revoked_at else "revoked (workspace)" if k.workspace_revoked_at else "active"
             rows.append("\t".join((k.id, k.name, k.hint, ",".join(k.scopes), state, k.workspace_id)))
         return "\n".join(rows)
 
@@ -167,10 +167,13 @@ def cmd_workspaces(args: argparse.Namespace) -> int:
         return await admin.add_credit(store, args.workspace_id, body)
 
     async def revoke(store: Store, cfg: Config) -> str:
-        _, revoked = await admin.revoke_workspace(store, args.workspace_id)
-        return f"revoked {len(revoked)} key(s) of {args.workspace_id}"
+        return f"revoked {(await admin.revoke_workspace(store, args.workspace_id)).id}"
 
-    actions: dict[str, Action] = {"create": create, "list": listing, "credit": credit, "revoke": revoke}
+    async def restore(store: Store, cfg: Config) -> str:
+        return f"restored {(await admin.restore_workspace(store, args.workspace_id)).id}"
+
+    actions: dict[str, Action] = {"create": create, "list": listing, "credit": credit, "revoke": revoke,
+                                  "restore": restore}
     return run(args, actions[args.action])
 
 
@@ -215,8 +218,10 @@ def add_parsers(sub: Any) -> None:
     wa = wsub.add_parser("credit", help="add credit to a workspace")
     wa.add_argument("workspace_id")
     wa.add_argument("amount")
-    wr = wsub.add_parser("revoke", help="revoke every key of a workspace")
+    wr = wsub.add_parser("revoke", help="revoke a workspace: its keys, new keys and credit are refused until restored")
     wr.add_argument("workspace_id")
+    wo = wsub.add_parser("restore", help="restore a revoked workspace: its keys work again")
+    wo.add_argument("workspace_id")
     w.set_defaults(fn=cmd_workspaces)
     u = sub.add_parser("usage", help="requests, tokens, cost and errors over a time range (every workspace)")
     u.add_argument("--start", help="ISO 8601 (default: a day before --end)")

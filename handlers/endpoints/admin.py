@@ -41,9 +41,15 @@ async def update_workspace(principal: Principal, body: models.WorkspaceUpdate, w
 
 async def revoke_workspace(principal: Principal, workspace_id: str) -> Response:
     gw = gateway.current()
-    ws, revoked = await admin.revoke_workspace(gw.store, workspace_id, _actor(principal))
-    for key in revoked:
-        gw.keys.forget(key.id)
+    ws = await admin.revoke_workspace(gw.store, workspace_id, _actor(principal))
+    gw.keys.forget_workspace(ws.id)  # at once here; other processes within server.key_cache_seconds
+    return model_response(ws)
+
+
+async def restore_workspace(principal: Principal, workspace_id: str) -> Response:
+    gw = gateway.current()
+    ws = await admin.restore_workspace(gw.store, workspace_id)
+    gw.keys.forget_workspace(ws.id)
     return model_response(ws)
 
 

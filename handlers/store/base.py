@@ -53,6 +53,11 @@ class Workspace:
     reserved: Decimal  # held by requests in flight
     spend_total: Decimal
     created_at: datetime
+    revoked_at: datetime | None = None  # a state: its keys are refused, it takes no keys or credit, until restored
+
+
+class WorkspaceRevoked(Exception):
+    """A change a revoked workspace does not take (a new key, credit), refused inside the transaction that read it."""
 
 
 @dataclass(slots=True)
@@ -73,9 +78,11 @@ class Key:
     spend_period: Decimal = Decimal(0)  # spend in the current budget period
     period_start: datetime | None = None
     reserved: Decimal = Decimal(0)
+    workspace_revoked_at: datetime | None = None  # read with the key, so a cached key carries its workspace's state
 
     def active(self, now: datetime) -> bool:
-        return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)
+        return (self.revoked_at is None and self.workspace_revoked_at is None
+                and (self.expires_at is None or self.expires_at > now))
 
 
 class Refused(Exception):
@@ -185,7 +192,12 @@ class Store(abc.ABC):
     async def rename_workspace(self, workspace_id: str, name: str) -> Workspace | None: ...
 
     @abc.abstractmethod
-    async def add_credit(self, workspace_id: str, amount: Decimal) -> Workspace | None: ...
+    async def add_credit(self, workspace_id: str, amount: Decimal) -> Workspace | None:
+        """Add to the balance (negative: a correction); WorkspaceRevoked when the workspace is revoked."""
+
+    @abc.abstractmethod
+    async def set_workspace_revoked(self, workspace_id: str, revoked: bool) -> Workspace | None:
+        """Revoke (keeping the first time when revoked already) or restore a workspace; None when unknown."""
 
     # keys
     @abc.abstractmethod
@@ -200,7 +212,8 @@ class Store(abc.ABC):
         expires_at: datetime | None = None,
         limits: Limits | None = None,
     ) -> tuple[Key, str]:
-        """Create a key; return it and its secret (the only time the secret exists in clear)."""
+        """Create a key; return it and its secret (the only time the secret exists in clear). LookupError for an
+        unknown workspace, WorkspaceRevoked for a revoked one."""
 
     @abc.abstractmethod
     async def key_by_secret(self, secret: str) -> Key | None:

@@ -31,6 +31,7 @@ from .base import (
     Refused,
     Store,
     Workspace,
+    WorkspaceRevoked,
     hash_secret,
     new_secret,
 )
@@ -51,13 +52,16 @@ from .values import (
 )
 
 UPDATABLE = frozenset({"name", "scopes", "models", "policy", "expires_at", "limits"})
-WS_COLS = ("id", "name", "credit", "reserved", "spend_total", "created_at")
+WS_COLS = ("id", "name", "credit", "reserved", "spend_total", "created_at", "revoked_at")
 KEY_COLS = (
     "id", "workspace_id", "name", "hint", "scopes", "models", "policy", "expires_at", "created_at",
     "last_used_at", "revoked_at", "budget", "budget_period", "rpm", "tpm", "spend_total", "spend_period",
     "period_start", "reserved",
 )  # fmt: skip
 _KEY_FIXED = {"id", "workspace_id", "hint", "created_at"}
+# A key is read with its workspace's state (a scalar subquery: FOR UPDATE locks the key's row only), so that every
+# process's key cache learns of a revoked workspace as it learns of a revoked key, within server.key_cache_seconds.
+_KEY_READ = (*KEY_COLS, "(SELECT w.revoked_at FROM workspaces w WHERE w.id = keys.workspace_id) AS workspace_revoked_at")
 
 
 def _select(table: str, cols: Sequence[str], where: str = "") -> str:
@@ -135,7 +139,7 @@ class SQLStore(Store):
             return await conn.fetch(sql, *args)
 
     async def _locked_key(self, tx: Conn, key_id: str) -> Key | None:
-        row = await tx.fetchrow(_select("keys", KEY_COLS, " WHERE id = $1") + self.lock, key_id)
+        row = await tx.fetchrow(_select("keys", _KEY_READ, " WHERE id = $1") + self.lock, key_id)
         return None if row is None else to_key(row)
 
     async def _locked_workspace(self, tx: Conn, workspace_id: str) -> Workspace | None:
@@ -181,9 +185,20 @@ class SQLStore(Store):
             ws = await self._locked_workspace(tx, workspace_id)
             if ws is None:
                 return None
+            if ws.revoked_at is not None:
+                raise WorkspaceRevoked(workspace_id)
             ws.credit += amount
             await tx.execute("UPDATE workspaces SET credit = $2 WHERE id = $1", ws.id, ws.credit)
         return ws
+
+    async def set_workspace_revoked(self, workspace_id: str, revoked: bool) -> Workspace | None:
+        async with self._tx() as tx:
+            if revoked:
+                await tx.execute("UPDATE workspaces SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL",
+                                 workspace_id, utcnow())
+            else:
+                await tx.execute("UPDATE workspaces SET revoked_at = NULL WHERE id = $1", workspace_id)
+        return await self.get_workspace(workspace_id)
 
     # keys
     async def create_key(
@@ -206,22 +221,25 @@ class SQLStore(Store):
         )  # fmt: skip
         row = key_row(key) | {"secret_hash": hash_secret(secret)}
         async with self._tx() as tx:
-            if await self._locked_workspace(tx, workspace_id) is None:
+            ws = await self._locked_workspace(tx, workspace_id)
+            if ws is None:
                 raise LookupError(f"no workspace {workspace_id}")
+            if ws.revoked_at is not None:
+                raise WorkspaceRevoked(workspace_id)
             await tx.execute(_insert("keys", tuple(row)), *row.values())
         return key, secret
 
     async def key_by_secret(self, secret: str) -> Key | None:
-        row = await self._one(_select("keys", KEY_COLS, " WHERE secret_hash = $1"), hash_secret(secret))
+        row = await self._one(_select("keys", _KEY_READ, " WHERE secret_hash = $1"), hash_secret(secret))
         return None if row is None else to_key(row)
 
     async def get_key(self, key_id: str) -> Key | None:
-        row = await self._one(_select("keys", KEY_COLS, " WHERE id = $1"), key_id)
+        row = await self._one(_select("keys", _KEY_READ, " WHERE id = $1"), key_id)
         return None if row is None else (await self._unleased([to_key(row)], "key_id"))[0]
 
     async def list_keys(self, workspace_id: str | None = None) -> list[Key]:
         where, args = ("", ()) if workspace_id is None else (" WHERE workspace_id = $1", (workspace_id,))
-        rows = await self._all(_select("keys", KEY_COLS, where + " ORDER BY created_at, id"), *args)
+        rows = await self._all(_select("keys", _KEY_READ, where + " ORDER BY created_at, id"), *args)
         return await self._unleased([to_key(r) for r in rows], "key_id")
 
     async def update_key(self, key_id: str, **changes: Any) -> Key | None:

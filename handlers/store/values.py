@@ -126,6 +126,7 @@ def to_workspace(row: Any) -> Workspace:
         reserved=_dec(row["reserved"]),
         spend_total=_dec(row["spend_total"]),
         created_at=as_time(row["created_at"]),  # type: ignore[arg-type]  # NOT NULL
+        revoked_at=as_time(row["revoked_at"]),
     )
 
 
@@ -139,6 +140,7 @@ def to_key(row: Any) -> Key:
         limits=Limits(None if budget is None else _dec(budget), row["budget_period"], row["rpm"], row["tpm"]),
         spend_total=_dec(row["spend_total"]), spend_period=_dec(row["spend_period"]),
         period_start=as_time(row["period_start"]), reserved=_dec(row["reserved"]),
+        workspace_revoked_at=as_time(row["workspace_revoked_at"]),
     )  # fmt: skip
 
 
