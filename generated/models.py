@@ -71,6 +71,31 @@ class CreditAdd(StrictModel):
     amount: Money
 
 
+class KeyRotation(StrictModel):
+    """
+    The key's secret was replaced (`POST /v1/keys/{keyId}/rotate`) and the previous one still works.
+    """
+
+    rotated_at: StrictStr
+    """
+    When the current secret was issued.
+    """
+    previous_secret_expires_at: StrictStr
+    """
+    When the previous secret stops working (the end of the grace period).
+    """
+
+
+class KeyRotate(StrictModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    grace_seconds: StrictInt = Field(86400, ge=0, le=2592000)
+    """
+    How long the current secret keeps working beside the new one, in seconds (at most 30 days). 0 stops it at once (a leaked secret). A rotation during another's grace ends that grace.
+    """
+
+
 class Scope(RootModel[Literal["inference", "models:read", "key:read", "explain:read", "workspace:admin", "admin"]]):
     root: Literal["inference", "models:read", "key:read", "explain:read", "workspace:admin", "admin"]
     """
@@ -682,6 +707,10 @@ class Key(StrictModel):
     revoked_at: StrictStr | None = None
     limits: KeyLimits
     spend: KeySpend
+    rotation: KeyRotation | None = None
+    """
+    Set while a rotation's grace period runs (the previous secret still works); null otherwise.
+    """
 
 
 class KeyList(StrictModel):
@@ -804,6 +833,14 @@ class KeyInfo(StrictModel):
     last_used_at: StrictStr | None = None
     limits: KeyLimits
     spend: KeySpend
+    secret: Literal["current", "previous"] = None
+    """
+    Which of the key's secrets the call was made with. `previous`: the key was rotated and this secret stops working at `rotation.previous_secret_expires_at`; switch to the new one before then.
+    """
+    rotation: KeyRotation | None = None
+    """
+    Set while a rotation's grace period runs; null otherwise.
+    """
 
 
 class DecisionPricing(StrictModel):

@@ -142,6 +142,12 @@ async def revoke_workspace(workspace_id):
     return await admin.revoke_workspace(principal, workspace_id)
 
 
+async def rotate_key(key_id):
+    principal = await glue.authenticate(request, "workspace:admin")
+    body = await glue.parse_body(request, models.KeyRotate, required=False)
+    return await admin.rotate_key(principal, body, key_id)
+
+
 async def update_key(key_id):
     principal = await glue.authenticate(request, "workspace:admin")
     body = await glue.parse_body(request, models.KeyUpdate)

@@ -127,6 +127,7 @@ class Operation:
     scope: str | None
     body_model: str | None
     params: tuple[Param, ...] = field(default_factory=tuple)
+    body_required: bool = True  # requestBody.required: false takes an empty body as the model's defaults
 
 
 def _pythonic(name: str) -> str:
@@ -165,7 +166,8 @@ def operations(doc: dict[str, Any]) -> list[Operation]:
                 for p in op.get("parameters", [])
             )
             ops[op_id] = Operation(
-                op_id, method, path, op["x-handler"], op.get("x-scope"), _body_model(op), params
+                op_id, method, path, op["x-handler"], op.get("x-scope"), _body_model(op), params,
+                body_required=bool((op.get("requestBody") or {}).get("required", False)),
             )
     if problems:
         raise SpecError(problems)

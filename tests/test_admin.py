@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
@@ -290,6 +290,74 @@ def test_a_workspace_revoked_elsewhere_is_refused_within_the_cache_time(tmp_path
                 while c.get("/v1/key").status_code != status:
                     assert time.monotonic() < deadline, f"still not {status} after the cache time"
                     time.sleep(0.1)
+
+
+def test_a_rotated_keys_old_secret_works_until_the_grace_ends(gw: Live, admin: httpx.Client) -> None:
+    made = admin.post("/v1/keys", json={"name": "svc", "scopes": ["inference", "key:read"],
+                                        "limits": {"budget": "5", "rpm": 100}}).json()
+    with client(gw, made["secret"]) as old:
+        assert old.post("/v1/chat/completions", json=CHAT).status_code == 200  # cached, and used
+        before = old.get("/v1/key").json()
+        assert (before["secret"], before["rotation"]) == ("current", None)
+        r = admin.post(f"/v1/keys/{made['id']}/rotate", json={"grace_seconds": 2})
+        assert r.status_code == 200, r.text
+        rotated = r.json()
+        assert rotated["secret"] != made["secret"] and rotated["secret"].startswith("sk-sw-")
+        assert (rotated["id"], rotated["limits"], rotated["scopes"]) == (made["id"], made["limits"], made["scopes"])
+        assert rotated["hint"] == rotated["secret"][:10] + "…" and rotated["rotation"]["previous_secret_expires_at"]
+        told = old.get("/v1/key")  # the old secret, during the grace: it works, and says until when
+        assert told.status_code == 200, told.text
+        assert told.json()["secret"] == "previous"
+        assert told.json()["rotation"] == rotated["rotation"] and told.json()["spend"] == rotated["spend"]
+        with client(gw, rotated["secret"]) as new:
+            assert new.post("/v1/chat/completions", json=CHAT).status_code == 200
+            assert new.get("/v1/key").json()["secret"] == "current"
+            deadline = time.monotonic() + 10
+            while (answer := old.get("/v1/key")).status_code == 200:  # until the grace ends
+                assert time.monotonic() < deadline, "the previous secret still worked long after its grace"
+                time.sleep(0.2)
+            assert answer.status_code == 401 and answer.json()["error"]["code"] == "invalid_api_key"
+            assert new.get("/v1/key").json()["rotation"] is None  # the grace is over
+            assert new.post("/v1/chat/completions", json=CHAT).status_code == 200
+    listed = {k["id"]: k for k in admin.get("/v1/keys").json()["data"]}
+    assert rotated["secret"] not in str(listed) and listed[made["id"]]["hint"] == rotated["hint"]
+
+
+def test_a_rotation_without_grace_ends_the_old_secret_at_once(gw: Live, admin: httpx.Client) -> None:
+    made = admin.post("/v1/keys", json={"name": "leaked"}).json()
+    with client(gw, made["secret"]) as old:
+        assert old.get("/v1/key").status_code == 200  # cached
+        rotated = admin.post(f"/v1/keys/{made['id']}/rotate", json={"grace_seconds": 0}).json()
+        assert rotated["rotation"] is None
+        assert old.get("/v1/key").status_code == 401
+    default = admin.post(f"/v1/keys/{made['id']}/rotate")  # no body: the default grace, a day
+    assert default.status_code == 200, default.text
+    expires = datetime.fromisoformat(default.json()["rotation"]["previous_secret_expires_at"])
+    assert expires - datetime.fromisoformat(default.json()["rotation"]["rotated_at"]) == timedelta(days=1)
+    with client(gw, rotated["secret"]) as previous:
+        assert previous.get("/v1/key").json()["secret"] == "previous"
+    for body, param in (({"grace_seconds": -1}, "grace_seconds"), ({"grace_seconds": 2592001}, "grace_seconds"),
+                        ({"grace": "1h"}, "grace")):
+        r = admin.post(f"/v1/keys/{made['id']}/rotate", json=body)
+        assert r.status_code == 400 and r.json()["error"]["param"] == param, r.text
+    assert admin.post("/v1/keys/key_nope/rotate").status_code == 404
+
+
+def test_the_cli_rotates_with_a_grace(tmp_path: Path) -> None:
+    config = tmp_path / "specway.yaml"
+    config.write_text(f"store:\n  url: sqlite:///{tmp_path / 's.db'}\n")
+    secret = _cli(config, "keys", "create", "--name", "ci").stdout.strip()
+    key_id = _cli(config, "keys", "list").stdout.splitlines()[1].split("\t")[0]
+    rotated = _cli(config, "keys", "rotate", key_id, "--grace", "24h")
+    assert rotated.returncode == 0, rotated.stderr
+    new = rotated.stdout.strip()
+    assert new.startswith("sk-sw-") and new != secret and "\n" not in new
+    assert f"rotated {key_id}; its previous secret works until " in rotated.stderr
+    shown = _cli(config, "keys", "show", key_id).stdout
+    assert '"previous_secret_expires_at"' in shown and new not in shown and secret not in shown
+    bad = _cli(config, "keys", "rotate", key_id, "--grace", "soon")
+    assert bad.returncode == 2 and "'soon' is not a duration" in bad.stderr
+    assert _cli(config, "keys", "rotate", key_id, "--grace", "0").returncode == 0
 
 
 def test_changes_made_here_apply_at_once_to_keys_already_cached(tmp_path: Path) -> None:

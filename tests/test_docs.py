@@ -21,7 +21,7 @@ RUN = {
     "full-config", "self-hosted", "azure", "bedrock", "routing-config", "routing-request", "routing-record",
     "agents-config", "admin-cli", "usage-cli", "usage", "ops-serve", "ops-postgres", "ops-db-upgrade",
     "ops-pg-backup", "ops-sqlite-backup", "ops-sqlite-backup-python", "ops-redis", "ops-telemetry", "ops-env",
-    "deploy-host", "layers",
+    "deploy-host", "layers", "rotate",
 }
 CHAT = {"messages": [{"role": "user", "content": "hi"}]}
 
@@ -148,6 +148,15 @@ def test_the_administration_commands(term: Terminal, fake: FakeUpstream) -> None
         report = json.loads(term.sh(block("usage")))
         assert report["object"] == "usage" and report["group_by"] == ["model"]
         assert report["data"][0]["model"] == "fast" and report["totals"]["requests"] == 1
+
+
+def test_rotating_a_key(term: Terminal) -> None:
+    with term.serving() as term.key:
+        printed = term.sh(block("rotate"))
+        new = printed.splitlines()[-2]  # the last line is the answer to the old secret
+        assert new.startswith("sk-sw-") and new != term.key
+        told = json.loads(printed.splitlines()[-1])
+        assert (told["id"], told["secret"]) == (term.ids["key_..."], "previous") and told["rotation"]
 
 
 # --- operations.md ------------------------------------------------------------------------------------------------

@@ -4,7 +4,6 @@ in tests/store_support.py)."""
 from __future__ import annotations
 
 import asyncio
-import hashlib
 from datetime import UTC, datetime
 from decimal import Decimal as D
 from typing import Any
@@ -17,6 +16,7 @@ from handlers.store.base import Limits
 from handlers.store.sqlbase import SQLStore
 from tests.store_support import (
     NOW,
+    V1_ROWS,
     Backend,
     fixture_backend,  # noqa: F401  (a fixture)
     fixture_store,  # noqa: F401  (a fixture)
@@ -71,18 +71,6 @@ async def _open_together(stores: list[SQLStore]) -> None:
     assert not failed
 
 
-_OLD_HASH = hashlib.sha256(b"sk-sw-old").hexdigest()
-_V1_ROWS = [
-    (
-        "INSERT INTO workspaces (id, name, credit, reserved, spend_total, created_at) "
-        "VALUES ('ws_00000000000000aa', 'kept', '7.25', '0', '0', '2024-01-01T00:00:00.000000+00:00')"
-    ),
-    (
-        "INSERT INTO keys (id, workspace_id, name, secret_hash, hint, scopes, created_at) "
-        f"VALUES ('key_00000000000000aa', 'ws_00000000000000aa', 'old', '{_OLD_HASH}', 'sk-sw-old…', "
-        """'["inference"]', '2024-01-01T00:00:00.000000+00:00')"""
-    ),
-]
 
 
 async def test_migrations_upgrade_and_keep_rows(backend: Backend) -> None:
@@ -90,7 +78,7 @@ async def test_migrations_upgrade_and_keep_rows(backend: Backend) -> None:
     await first.open(target=1)
     await first.close()
     assert first.migrated == (1,)
-    for statement in _V1_ROWS:
+    for statement in V1_ROWS:
         await backend.query(statement)
     stores = [backend.new_store() for _ in range(3)]
     try:

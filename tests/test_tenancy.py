@@ -30,7 +30,7 @@ SCOPE_OF = {
     "update_workspace": "workspace:admin", "revoke_workspace": "admin", "restore_workspace": "admin",
     "add_credit": "admin",
     "list_keys": "workspace:admin", "create_key": "workspace:admin", "get_admin_key": "workspace:admin",
-    "update_key": "workspace:admin", "revoke_key": "workspace:admin",
+    "update_key": "workspace:admin", "revoke_key": "workspace:admin", "rotate_key": "workspace:admin",
 }
 
 
@@ -286,3 +286,21 @@ def test_the_cli_stays_the_operators_door(world: World, tmp_path: Path) -> None:
     op_id = world.key_id(secret)
     assert json.loads(cli("keys", "update", op_id, "--scopes", "inference"))["scopes"] == ["inference"]
     assert cli("keys", "revoke", op_id) == f"revoked {op_id}"
+
+
+def test_a_workspace_admin_rotates_its_own_workspaces_keys_only(world: World) -> None:
+    made = world.tenant.post("/v1/keys", json={"name": "svc", "scopes": ["inference"]}).json()
+    r = world.tenant.post(f"/v1/keys/{made['id']}/rotate", json={"grace_seconds": 60})
+    assert r.status_code == 200 and r.json()["workspace_id"] == world.a, r.text
+    with world.client(r.json()["secret"]) as c:
+        assert c.post("/v1/chat/completions", json=CHAT).status_code == 200
+    other = world.tenant.post(f"/v1/keys/{world.b_key_id}/rotate", json={"grace_seconds": 0})
+    unknown = world.tenant.post(f"/v1/keys/{UNKNOWN_KEY}/rotate", json={"grace_seconds": 0})
+    assert_like_unknown(other, unknown, world.b_key_id, UNKNOWN_KEY)
+    world.b_key_untouched()  # its secret still works
+    op_id = world.key_id(world.gw.create_key(scopes=("admin", "inference"), workspace_id=world.a))
+    assert "'admin'" in assert_error(world.tenant.post(f"/v1/keys/{op_id}/rotate"), 403,
+                                     "insufficient_scope")["error"]["message"]
+    me = world.key_id(str(world.tenant.headers["authorization"]).removeprefix("Bearer "))
+    assert_error(world.tenant.post(f"/v1/keys/{me}/rotate"), 403, "cannot_modify_self")
+    assert world.tenant.get("/v1/keys").status_code == 200  # its own secret unchanged

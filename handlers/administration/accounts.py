@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -44,6 +44,13 @@ def _spend_out(key: Key) -> api.KeySpend:
                         reserved=str(key.reserved))
 
 
+def rotation_out(key: Key) -> api.KeyRotation | None:
+    """The rotation in its grace period, if one is."""
+    if key.rotated_at is None or not key.rotating(datetime.now(UTC)):
+        return None
+    return api.KeyRotation(rotated_at=_iso(key.rotated_at), previous_secret_expires_at=_iso(key.previous_expires_at))
+
+
 def key_out(key: Key) -> api.Key:
     """A stored key as the API shows it (never its secret)."""
     return api.Key(
@@ -51,7 +58,7 @@ def key_out(key: Key) -> api.Key:
         scopes=list(key.scopes), models=None if key.models is None else list(key.models),
         policy=key.policy, expires_at=_iso(key.expires_at), created_at=_iso(key.created_at),
         last_used_at=_iso(key.last_used_at), revoked_at=_iso(key.revoked_at),
-        limits=_limits_out(key.limits), spend=_spend_out(key),
+        limits=_limits_out(key.limits), spend=_spend_out(key), rotation=rotation_out(key),
     )
 
 
@@ -174,6 +181,17 @@ async def revoke_key(store: Store, key_id: str, actor: Authority = OPERATOR) -> 
         actor.check_manages(target)
         actor.check_not_self(key_id)
     return key_out(_key_found(await store.revoke_key(key_id), key_id))
+
+
+async def rotate_key(store: Store, key_id: str, body: api.KeyRotate, actor: Authority = OPERATOR) -> api.KeyCreated:
+    """A new secret for the key; the current one stays valid for the body's grace period."""
+    current = await key(store, key_id, actor)
+    actor.check_manages(current)
+    actor.check_not_self(key_id, ("secret",))
+    with _unless_revoked(current.workspace_id, "rotated keys"):
+        rotated = await store.rotate_key(key_id, timedelta(seconds=body.grace_seconds))
+    found, secret = rotated or (None, "")
+    return api.KeyCreated(**key_out(_key_found(found, key_id)).model_dump(), secret=secret)
 
 
 async def create_workspace(store: Store, body: api.WorkspaceCreate) -> api.Workspace:

@@ -61,6 +61,17 @@ async def default_workspace(store: Store) -> str:
     return (await store.create_workspace("default")).id
 
 
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def duration(text: str) -> int:
+    """Whole seconds from `90s`, `30m`, `24h`, `7d` or a plain number of seconds."""
+    number, unit = (text[:-1], text[-1]) if text[-1:] in _UNITS else (text, "s")
+    if not number.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration such as 90s, 30m, 24h or 7d")
+    return int(number) * _UNITS[unit]
+
+
 def _csv(text: str | None) -> list[str] | None:
     return None if text is None else [s.strip() for s in text.split(",") if s.strip()]
 
@@ -131,7 +142,15 @@ def cmd_keys(args: argparse.Namespace) -> int:
     async def revoke(store: Store, cfg: Config) -> str:
         return f"revoked {(await admin.revoke_key(store, args.key_id)).id}"
 
-    actions: dict[str, Action] = {"create": create, "update": update, "list": listing, "show": show, "revoke": revoke}
+    async def rotate(store: Store, cfg: Config) -> str:
+        body = validated(models.KeyRotate, {"grace_seconds": args.grace})
+        rotated = await admin.rotate_key(store, args.key_id, body)
+        until = rotated.rotation.previous_secret_expires_at if rotated.rotation else "now: it no longer works"
+        print(f"rotated {rotated.id}; its previous secret works until {until}", file=sys.stderr)
+        return rotated.secret  # alone on stdout, as keys create prints it
+
+    actions: dict[str, Action] = {"create": create, "update": update, "list": listing, "show": show, "revoke": revoke,
+                                  "rotate": rotate}
     return run(args, actions[args.action])
 
 
@@ -207,6 +226,12 @@ def add_parsers(sub: Any) -> None:
     ks.add_argument("--json", action="store_true", help="JSON (the default: accepted for symmetry)")
     kr = ksub.add_parser("revoke", help="revoke a key by id")
     kr.add_argument("key_id")
+    kt = ksub.add_parser("rotate", help="a new secret for a key (same id, limits, spend); prints it, once, alone on "
+                         "stdout; the previous secret works for the grace period")
+    kt.add_argument("key_id")
+    kt.add_argument("--grace", type=duration, default=86400, metavar="DURATION",
+                    help="how long the previous secret keeps working: 90s, 30m, 24h, 7d, or 0 to stop it at once "
+                    "(default: 24h)")
     k.set_defaults(fn=cmd_keys)
     w = sub.add_parser("workspaces", help="create and list workspaces, add credit")
     wsub = w.add_subparsers(dest="action", required=True)

@@ -87,3 +87,10 @@ async def revoke_key(principal: Principal, key_id: str) -> Response:
     key = await admin.revoke_key(gw.store, key_id, _actor(principal))
     gw.keys.forget(key.id)
     return model_response(key)
+
+
+async def rotate_key(principal: Principal, body: models.KeyRotate, key_id: str) -> Response:
+    gw = gateway.current()
+    rotated = await admin.rotate_key(gw.store, key_id, body, _actor(principal))
+    gw.keys.forget(rotated.id)
+    return model_response(rotated)

@@ -80,7 +80,9 @@ async def get_key(principal: Principal) -> Response:
     # Not a models.KeyInfo: the answer has always carried workspace_id and revoked_at too, which KeyInfo does not
     # declare (a model would drop them).
     shown = admin.key_out(key).model_dump()
-    return json_response({**shown, "workspace": summary, "policy": key.policy or gw.config.default_policy})
+    secret = "previous" if principal.key.by_previous_secret else "current"
+    return json_response({**shown, "workspace": summary, "policy": key.policy or gw.config.default_policy,
+                          "secret": secret})
 
 
 async def explain_decision(principal: Principal, decision_id: str) -> Response:

@@ -13,7 +13,7 @@ import logging
 import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any, Literal
 
@@ -79,10 +79,19 @@ class Key:
     period_start: datetime | None = None
     reserved: Decimal = Decimal(0)
     workspace_revoked_at: datetime | None = None  # read with the key, so a cached key carries its workspace's state
+    rotated_at: datetime | None = None  # the last rotation: a new secret for the same key
+    previous_expires_at: datetime | None = None  # until when the secret before it still works (its grace)
+    by_previous_secret: bool = False  # this copy was found by that previous secret
 
     def active(self, now: datetime) -> bool:
-        return (self.revoked_at is None and self.workspace_revoked_at is None
+        previous_ok = not self.by_previous_secret or (self.previous_expires_at is not None
+                                                      and self.previous_expires_at > now)
+        return (self.revoked_at is None and self.workspace_revoked_at is None and previous_ok
                 and (self.expires_at is None or self.expires_at > now))
+
+    def rotating(self, now: datetime) -> bool:
+        """Whether the previous secret of a rotation still works."""
+        return self.previous_expires_at is not None and self.previous_expires_at > now
 
 
 class Refused(Exception):
@@ -217,7 +226,14 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def key_by_secret(self, secret: str) -> Key | None:
-        """One indexed read by the secret's hash."""
+        """One indexed read by the secret's hash, current or previous (`by_previous_secret` says which; whether the
+        previous one's grace is over is for the caller to judge, as `Key.active` does)."""
+
+    @abc.abstractmethod
+    async def rotate_key(self, key_id: str, grace: timedelta) -> tuple[Key, str] | None:
+        """A new secret for the key (same id, limits, spend); the current one stays valid for `grace` (none when it is
+        zero), replacing any earlier previous secret. Returns the key and the new secret; None for an unknown key;
+        WorkspaceRevoked for a key of a revoked workspace."""
 
     @abc.abstractmethod
     async def get_key(self, key_id: str) -> Key | None: ...

@@ -56,9 +56,9 @@ WS_COLS = ("id", "name", "credit", "reserved", "spend_total", "created_at", "rev
 KEY_COLS = (
     "id", "workspace_id", "name", "hint", "scopes", "models", "policy", "expires_at", "created_at",
     "last_used_at", "revoked_at", "budget", "budget_period", "rpm", "tpm", "spend_total", "spend_period",
-    "period_start", "reserved",
+    "period_start", "reserved", "rotated_at", "previous_expires_at",
 )  # fmt: skip
-_KEY_FIXED = {"id", "workspace_id", "hint", "created_at"}
+_KEY_FIXED = {"id", "workspace_id", "hint", "created_at", "rotated_at", "previous_expires_at"}  # rotate_key's
 # A key is read with its workspace's state (a scalar subquery: FOR UPDATE locks the key's row only), so that every
 # process's key cache learns of a revoked workspace as it learns of a revoked key, within server.key_cache_seconds.
 _KEY_READ = (*KEY_COLS, "(SELECT w.revoked_at FROM workspaces w WHERE w.id = keys.workspace_id) AS workspace_revoked_at")
@@ -230,8 +230,32 @@ class SQLStore(Store):
         return key, secret
 
     async def key_by_secret(self, secret: str) -> Key | None:
-        row = await self._one(_select("keys", _KEY_READ, " WHERE secret_hash = $1"), hash_secret(secret))
-        return None if row is None else to_key(row)
+        digest = hash_secret(secret)
+        row = await self._one(_select("keys", (*_KEY_READ, "secret_hash"),
+                                      " WHERE secret_hash = $1 OR previous_secret_hash = $1"), digest)
+        if row is None:
+            return None
+        key = to_key(row)
+        key.by_previous_secret = row["secret_hash"] != digest
+        return key
+
+    async def rotate_key(self, key_id: str, grace: timedelta) -> tuple[Key, str] | None:
+        secret, now = new_secret(), utcnow()
+        async with self._tx() as tx:
+            row = await tx.fetchrow("SELECT workspace_id, secret_hash FROM keys WHERE id = $1" + self.lock, key_id)
+            if row is None:
+                return None
+            ws = await self._locked_workspace(tx, row["workspace_id"])
+            if ws is not None and ws.revoked_at is not None:
+                raise WorkspaceRevoked(ws.id)
+            kept = grace > timedelta(0)
+            await tx.execute(_update("keys", ("secret_hash", "hint", "previous_secret_hash", "previous_expires_at",
+                                              "rotated_at")),
+                             key_id, hash_secret(secret), secret[:10] + "…", row["secret_hash"] if kept else None,
+                             now + grace if kept else None, now)
+        key = await self.get_key(key_id)
+        assert key is not None  # keys are never deleted
+        return key, secret
 
     async def get_key(self, key_id: str) -> Key | None:
         row = await self._one(_select("keys", _KEY_READ, " WHERE id = $1"), key_id)

@@ -140,7 +140,8 @@ def to_key(row: Any) -> Key:
         limits=Limits(None if budget is None else _dec(budget), row["budget_period"], row["rpm"], row["tpm"]),
         spend_total=_dec(row["spend_total"]), spend_period=_dec(row["spend_period"]),
         period_start=as_time(row["period_start"]), reserved=_dec(row["reserved"]),
-        workspace_revoked_at=as_time(row["workspace_revoked_at"]),
+        workspace_revoked_at=as_time(row["workspace_revoked_at"]), rotated_at=as_time(row["rotated_at"]),
+        previous_expires_at=as_time(row["previous_expires_at"]),
     )  # fmt: skip
 
 
@@ -155,7 +156,7 @@ def key_row(key: Key) -> dict[str, Any]:
         "last_used_at": key.last_used_at, "revoked_at": key.revoked_at,
         "budget": lim.budget, "budget_period": lim.budget_period, "rpm": lim.rpm, "tpm": lim.tpm,
         "spend_total": key.spend_total, "spend_period": key.spend_period, "period_start": key.period_start,
-        "reserved": key.reserved,
+        "reserved": key.reserved, "rotated_at": key.rotated_at, "previous_expires_at": key.previous_expires_at,
     }  # fmt: skip
 
 
