@@ -64,11 +64,11 @@ class WorkspaceUpdate(StrictModel):
     """
 
 
-class CreditAdd(StrictModel):
-    model_config = ConfigDict(
-        extra="forbid",
-    )
-    amount: Money
+class CreditAmount(RootModel[StrictStr]):
+    root: StrictStr = Field(..., pattern="^-?[0-9]{1,12}(\\.[0-9]{1,12})?$")
+    """
+    An exact decimal amount to add, e.g. "10.00"; a negative one, e.g. "-2.50", takes back credit given by mistake, at most down to zero.
+    """
 
 
 class KeyRotation(StrictModel):
@@ -118,6 +118,50 @@ class KeyLimitsInput(StrictModel):
     budget_period: Literal["total", "daily", "monthly"] = None
     rpm: StrictInt | None = Field(None, ge=1, le=2147483647)
     tpm: StrictInt | None = Field(None, ge=1, le=2147483647)
+
+
+class AuditAction(
+    RootModel[
+        Literal[
+            "workspace.create",
+            "workspace.update",
+            "workspace.credit",
+            "workspace.revoke",
+            "workspace.restore",
+            "key.create",
+            "key.update",
+            "key.revoke",
+            "key.rotate",
+            "config.reload",
+        ]
+    ]
+):
+    root: Literal[
+        "workspace.create",
+        "workspace.update",
+        "workspace.credit",
+        "workspace.revoke",
+        "workspace.restore",
+        "key.create",
+        "key.update",
+        "key.revoke",
+        "key.rotate",
+        "config.reload",
+    ]
+    """
+    What an audit entry records. `config.reload` is a configuration reloaded into the running gateway.
+    """
+
+
+class AuditChange(StrictModel):
+    before: Any | None = Field(...)
+    """
+    The field's value before the change (any JSON value; null before a creation).
+    """
+    after: Any | None = Field(...)
+    """
+    Its value after.
+    """
 
 
 class Health(StrictModel):
@@ -662,13 +706,13 @@ class UsageRow(UsageCounts):
     """
     With group_by workspace.
     """
-    model: StrictStr = None
+    model: StrictStr | None = None
     """
-    With group_by model: the model that answered, or the one asked for.
+    With group_by model: the model that answered; for a request refused before any answer (402, 429), the model it was routed to, else the one it named; null when it reached none.
     """
-    upstream: StrictStr = None
+    upstream: StrictStr | None = None
     """
-    With group_by upstream: empty when no upstream was tried.
+    With group_by upstream: null when no upstream was tried.
     """
 
 
@@ -683,6 +727,13 @@ class UsageReport(StrictModel):
     In order of bucket, then group.
     """
     totals: UsageCounts
+
+
+class CreditAdd(StrictModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    amount: CreditAmount
 
 
 class Key(StrictModel):
@@ -774,6 +825,38 @@ class KeyUpdate(StrictModel):
     policy: StrictStr | None = None
     expires_at: AwareDatetime | None = None
     limits: KeyLimitsInput = None
+
+
+class AuditEntry(StrictModel):
+    """
+    One administration change. `changes` holds each field the change set, with its value before and after (null before a creation); a workspace's name, credit and state, a key's settings, limits and states; never a secret, its hash or its hint.
+    """
+
+    id: StrictStr
+    object: Literal["audit.entry"]
+    at: StrictStr
+    actor_key_id: StrictStr | None = Field(...)
+    """
+    The relay key that made the change; null for the operator's command line (`specway`).
+    """
+    action: AuditAction
+    target_type: Literal["workspace", "key", "config"]
+    target_id: StrictStr
+    workspace_id: StrictStr | None = Field(...)
+    """
+    The workspace the change concerns (a key's own); null for a configuration reload.
+    """
+    changes: dict[str, AuditChange]
+
+
+class AuditList(StrictModel):
+    object: Literal["list"]
+    data: list[AuditEntry]
+    has_more: StrictBool
+    next_cursor: StrictStr | None = Field(...)
+    """
+    Pass as `cursor` for the next page; null on the last one.
+    """
 
 
 class Model(StrictModel):

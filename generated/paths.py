@@ -23,6 +23,7 @@ TABLE: tuple[PathInfo, ...] = (
     PathInfo("/v1/keys", re.compile("^/v1/keys$"), "GET, POST"),
     PathInfo("/v1/keys/{keyId}", re.compile("^/v1/keys/[^/]+$"), "DELETE, GET, PATCH"),
     PathInfo("/v1/keys/{keyId}/rotate", re.compile("^/v1/keys/[^/]+/rotate$"), "POST"),
+    PathInfo("/v1/audit", re.compile("^/v1/audit$"), "GET"),
     PathInfo("/v1/models", re.compile("^/v1/models$"), "GET"),
     PathInfo("/v1/models/{modelId}", re.compile("^/v1/models/.*$"), "GET"),
     PathInfo("/v1/key", re.compile("^/v1/key$"), "GET"),

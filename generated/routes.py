@@ -102,6 +102,11 @@ async def healthz():
     return await operations.healthz(principal)
 
 
+async def list_audit(limit=None, cursor=None, workspace_id=None, key_id=None, action=None, target_id=None, since=None, until=None):
+    principal = await glue.authenticate(request, "workspace:admin")
+    return await admin.list_audit(principal, limit, cursor, workspace_id, key_id, action, target_id, since, until)
+
+
 async def list_keys(workspace_id=None):
     principal = await glue.authenticate(request, "workspace:admin")
     return await admin.list_keys(principal, workspace_id)

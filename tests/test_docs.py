@@ -21,7 +21,7 @@ RUN = {
     "full-config", "self-hosted", "azure", "bedrock", "routing-config", "routing-request", "routing-record",
     "agents-config", "admin-cli", "usage-cli", "usage", "ops-serve", "ops-postgres", "ops-db-upgrade",
     "ops-pg-backup", "ops-sqlite-backup", "ops-sqlite-backup-python", "ops-redis", "ops-telemetry", "ops-env",
-    "deploy-host", "layers", "rotate",
+    "deploy-host", "layers", "rotate", "audit-cli",
 }
 CHAT = {"messages": [{"role": "user", "content": "hi"}]}
 
@@ -157,6 +157,11 @@ def test_rotating_a_key(term: Terminal) -> None:
         assert new.startswith("sk-sw-") and new != term.key
         told = json.loads(printed.splitlines()[-1])
         assert (told["id"], told["secret"]) == (term.ids["key_..."], "previous") and told["rotation"]
+        printed = term.sh(block("audit-cli"))  # the rotation, and the first key's creation before it
+    table, page = printed.splitlines()[0], json.loads(printed.splitlines()[-1])
+    assert table == "at\tby\taction\ttarget\tchanges" and page["has_more"]
+    assert [e["action"] for e in page["data"]] == ["key.rotate", "key.create"]
+    assert '"action": "key.rotate"' in printed and new not in printed and term.key not in printed
 
 
 # --- operations.md ------------------------------------------------------------------------------------------------

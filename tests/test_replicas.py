@@ -339,7 +339,7 @@ def test_postgresql_upgrade_cli_and_pg_dump_restore(tmp_path: Path) -> None:
         updated = json.loads(specway(*cli, "keys", "update", key_id, "--scopes", "inference,key:read"))
         assert updated["scopes"] == ["inference", "key:read"] and updated["limits"]["rpm"] == 60
         assert json.loads(specway(*cli, "workspaces", "credit", ws["id"], "10"))["credit"] == "35.00"
-        assert [w["name"] for w in json.loads(specway(*cli, "workspaces", "list"))] == ["kept", "team-a"]
+        assert [w["name"] for w in json.loads(specway(*cli, "workspaces", "list", "--json"))] == ["kept", "team-a"]
 
         dump = tmp_path / "specway.dump"
         run(pg_dump, "--format=custom", f"--file={dump}", url)

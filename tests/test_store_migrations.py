@@ -134,7 +134,7 @@ def test_open_store_urls(tmp_path: Any) -> None:
 async def test_a_store_waits_as_long_as_the_config_says(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """Opened without a timeout, a store takes the config's default; the CLI's takes the configured one."""
     from generated.config import StoreSettings
-    from handlers.cli.admin import with_store
+    from handlers.cli.actions import with_store
 
     assert open_store(str(tmp_path / "d.db")).timeout == StoreSettings().timeout_seconds
     monkeypatch.delenv("SPECWAY_CONFIG", raising=False)

@@ -11,15 +11,18 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from generated import errors as codes
 from generated import models as api
 from generated.scopes import DEFAULT_SCOPES
 from handlers.administration.tenancy import OPERATOR, Authority
 from handlers.errors import ApiError, bad_request, not_found
-from handlers.inference.catalog import Catalog
-from handlers.store.base import Key, Limits, Store, Workspace, WorkspaceRevoked
+from handlers.store.base import Key, Limits, Refused, Store, Workspace, WorkspaceRevoked
+from handlers.store.values import money_text
+
+if TYPE_CHECKING:
+    from handlers.inference.catalog import Catalog
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -29,19 +32,19 @@ def _iso(value: datetime | None) -> str | None:
 def workspace_out(ws: Workspace) -> api.Workspace:
     """A stored workspace as the API shows it."""
     return api.Workspace(id=ws.id, object="workspace", name=ws.name,
-                         state="active" if ws.revoked_at is None else "revoked", credit=str(ws.credit),
-                         reserved=str(ws.reserved), spend_total=str(ws.spend_total), created_at=_iso(ws.created_at),
-                         revoked_at=_iso(ws.revoked_at))
+                         state="active" if ws.revoked_at is None else "revoked", credit=money_text(ws.credit),
+                         reserved=money_text(ws.reserved), spend_total=money_text(ws.spend_total),
+                         created_at=_iso(ws.created_at), revoked_at=_iso(ws.revoked_at))
 
 
 def _limits_out(limits: Limits) -> api.KeyLimits:
-    return api.KeyLimits(budget=None if limits.budget is None else str(limits.budget),
+    return api.KeyLimits(budget=None if limits.budget is None else money_text(limits.budget),
                          budget_period=limits.budget_period, rpm=limits.rpm, tpm=limits.tpm)
 
 
 def _spend_out(key: Key) -> api.KeySpend:
-    return api.KeySpend(total=str(key.spend_total), period=str(key.spend_period), period_start=_iso(key.period_start),
-                        reserved=str(key.reserved))
+    return api.KeySpend(total=money_text(key.spend_total), period=money_text(key.spend_period),
+                        period_start=_iso(key.period_start), reserved=money_text(key.reserved))
 
 
 def rotation_out(key: Key) -> api.KeyRotation | None:
@@ -143,6 +146,7 @@ async def create_key(store: Store, catalog: Catalog, policies: Mapping[str, obje
         key, secret = await store.create_key(
             ws.id, body.name, _new_key_scopes(body, actor), models=models(catalog, body.models),
             policy=policy(policies, body.policy), expires_at=body.expires_at, limits=limits(body.limits),
+            audit=actor.audit,
         )
     return api.KeyCreated(**key_out(key).model_dump(), secret=secret)
 
@@ -171,7 +175,7 @@ async def update_key(store: Store, catalog: Catalog, policies: Mapping[str, obje
     }
     changes = {field: check() for field, check in checks.items() if field in body.model_fields_set}
     if changes:
-        current = _key_found(await store.update_key(key_id, **changes), key_id)
+        current = _key_found(await store.update_key(key_id, audit=actor.audit, **changes), key_id)
     return key_out(current)
 
 
@@ -180,7 +184,7 @@ async def revoke_key(store: Store, key_id: str, actor: Authority = OPERATOR) -> 
         target = await key(store, key_id, actor)
         actor.check_manages(target)
         actor.check_not_self(key_id)
-    return key_out(_key_found(await store.revoke_key(key_id), key_id))
+    return key_out(_key_found(await store.revoke_key(key_id, audit=actor.audit), key_id))
 
 
 async def rotate_key(store: Store, key_id: str, body: api.KeyRotate, actor: Authority = OPERATOR) -> api.KeyCreated:
@@ -189,27 +193,34 @@ async def rotate_key(store: Store, key_id: str, body: api.KeyRotate, actor: Auth
     actor.check_manages(current)
     actor.check_not_self(key_id, ("secret",))
     with _unless_revoked(current.workspace_id, "rotated keys"):
-        rotated = await store.rotate_key(key_id, timedelta(seconds=body.grace_seconds))
+        rotated = await store.rotate_key(key_id, timedelta(seconds=body.grace_seconds), audit=actor.audit)
     found, secret = rotated or (None, "")
     return api.KeyCreated(**key_out(_key_found(found, key_id)).model_dump(), secret=secret)
 
 
-async def create_workspace(store: Store, body: api.WorkspaceCreate) -> api.Workspace:
+async def create_workspace(store: Store, body: api.WorkspaceCreate, actor: Authority = OPERATOR) -> api.Workspace:
     credit = money(body.credit.root if body.credit else "0", "credit")
-    return workspace_out(await store.create_workspace(body.name, credit))
+    return workspace_out(await store.create_workspace(body.name, credit, audit=actor.audit))
 
 
 async def rename_workspace(store: Store, workspace_id: str, body: api.WorkspaceUpdate,
                            actor: Authority = OPERATOR) -> api.Workspace:
     await workspace(store, workspace_id, actor)
-    ws = await store.rename_workspace(workspace_id, body.name)
+    ws = await store.rename_workspace(workspace_id, body.name, audit=actor.audit)
     return workspace_out(ws or await workspace(store, workspace_id))
 
 
-async def add_credit(store: Store, workspace_id: str, body: api.CreditAdd) -> api.Workspace:
+async def add_credit(store: Store, workspace_id: str, body: api.CreditAdd, actor: Authority = OPERATOR) -> api.Workspace:
     await workspace(store, workspace_id)
+    amount = money(body.amount.root, "amount")
     with _unless_revoked(workspace_id, "credit"):
-        ws = await store.add_credit(workspace_id, money(body.amount.root, "amount"))
+        try:
+            ws = await store.add_credit(workspace_id, amount, audit=actor.audit)
+        except Refused:
+            left = (await workspace(store, workspace_id)).credit
+            raise bad_request(f"amount: a correction of {money_text(amount)} would take the credit of {workspace_id} "
+                              f"below zero: it has {money_text(left)}, so at most -{money_text(left)} can be taken "
+                              "back.", "amount") from None
     return workspace_out(ws or await workspace(store, workspace_id))
 
 
@@ -218,12 +229,12 @@ async def revoke_workspace(store: Store, workspace_id: str, actor: Authority = O
     its credit, keys and history; its keys keep their own state (one revoked by itself stays revoked on restore)."""
     ws = await workspace(store, workspace_id, actor)
     actor.check_not_own_workspace(ws.id)
-    return workspace_out(await store.set_workspace_revoked(ws.id, True) or ws)
+    return workspace_out(await store.set_workspace_revoked(ws.id, True, audit=actor.audit) or ws)
 
 
-async def restore_workspace(store: Store, workspace_id: str) -> api.Workspace:
+async def restore_workspace(store: Store, workspace_id: str, actor: Authority = OPERATOR) -> api.Workspace:
     ws = await workspace(store, workspace_id)
-    return workspace_out(await store.set_workspace_revoked(ws.id, False) or ws)
+    return workspace_out(await store.set_workspace_revoked(ws.id, False, audit=actor.audit) or ws)
 
 
 def money(text: str, param: str) -> Decimal:

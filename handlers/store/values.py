@@ -46,6 +46,11 @@ def as_money(value: Decimal | int) -> Decimal:
     return amount
 
 
+def money_text(amount: Decimal) -> str:
+    """An amount as people write it: never an exponent (Decimal's str gives "0E-8" for a zero of eight places)."""
+    return "0" if amount == 0 else f"{amount:f}"
+
+
 def fmt_money(amount: Decimal) -> str:
     """At least two decimals, more when the amount has them: 1.20, 0.30, 0.000125."""
     cents = amount.quantize(_CENT)
