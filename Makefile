@@ -7,7 +7,7 @@ PIP := $(VENV)/bin/pip
 
 $(VENV)/.runtime: pyproject.toml
 	@python3 -m venv $(VENV)
-	@$(PIP) install -q -e . >&2
+	@$(PIP) install -qq -e . >&2
 	@touch $@
 
 $(VENV)/.dev: $(VENV)/.runtime pyproject.toml

@@ -148,6 +148,16 @@ class DecisionSettings(BaseModel):
     """
 
 
+class AuditSettings(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    retention_days: StrictFloat = Field(365, gt=0.0)
+    """
+    Audit entries older than this are deleted (each gateway process looks once an hour).
+    """
+
+
 class Server(BaseModel):
     """
     How the gateway listens; `specway serve --host/--port/--workers` override these.
@@ -542,6 +552,10 @@ class Config(BaseModel):
     decisions: DecisionSettings = Field({}, validate_default=True)
     """
     Decision records (what GET /v1/route/explain reads).
+    """
+    audit: AuditSettings = Field({}, validate_default=True)
+    """
+    The audit log of administration changes (what GET /v1/audit reads).
     """
     ledger: LedgerSettings = Field({}, validate_default=True)
     """

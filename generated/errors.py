@@ -57,6 +57,10 @@ CANNOT_MODIFY_SELF = Code("cannot_modify_self", 403, "permission_error")
 # The key's model allowlist does not admit the model (or admits none).
 MODEL_NOT_ALLOWED = Code("model_not_allowed", 403, "permission_error")
 
+# The workspace is revoked, so it takes no new keys and no credit until it is restored (`POST
+# /v1/workspaces/{workspaceId}/restore`).
+WORKSPACE_REVOKED = Code("workspace_revoked", 409, "invalid_request_error")
+
 # No model or alias of that name (for this key).
 MODEL_NOT_FOUND = Code("model_not_found", 404, "not_found_error")
 
@@ -156,6 +160,7 @@ BY_NAME: dict[str, Code] = {
     "insufficient_scope": INSUFFICIENT_SCOPE,
     "cannot_modify_self": CANNOT_MODIFY_SELF,
     "model_not_allowed": MODEL_NOT_ALLOWED,
+    "workspace_revoked": WORKSPACE_REVOKED,
     "model_not_found": MODEL_NOT_FOUND,
     "workspace_not_found": WORKSPACE_NOT_FOUND,
     "key_not_found": KEY_NOT_FOUND,

@@ -28,6 +28,14 @@ class Workspace(StrictModel):
     """
     spend_total: StrictStr
     created_at: StrictStr
+    state: Literal["active", "revoked"]
+    """
+    revoked (by `DELETE /v1/workspaces/{workspaceId}`) refuses every key of the workspace, new keys and credit, until `POST /v1/workspaces/{workspaceId}/restore`.
+    """
+    revoked_at: StrictStr | None = Field(...)
+    """
+    When it was revoked; null while active.
+    """
 
 
 class WorkspaceList(StrictModel):
@@ -56,11 +64,36 @@ class WorkspaceUpdate(StrictModel):
     """
 
 
-class CreditAdd(StrictModel):
+class CreditAmount(RootModel[StrictStr]):
+    root: StrictStr = Field(..., pattern="^-?[0-9]{1,12}(\\.[0-9]{1,12})?$")
+    """
+    An exact decimal amount to add, e.g. "10.00"; a negative one, e.g. "-2.50", takes back credit given by mistake, at most down to zero.
+    """
+
+
+class KeyRotation(StrictModel):
+    """
+    The key's secret was replaced (`POST /v1/keys/{keyId}/rotate`) and the previous one still works.
+    """
+
+    rotated_at: StrictStr
+    """
+    When the current secret was issued.
+    """
+    previous_secret_expires_at: StrictStr
+    """
+    When the previous secret stops working (the end of the grace period).
+    """
+
+
+class KeyRotate(StrictModel):
     model_config = ConfigDict(
         extra="forbid",
     )
-    amount: Money
+    grace_seconds: StrictInt = Field(86400, ge=0, le=2592000)
+    """
+    How long the current secret keeps working beside the new one, in seconds (at most 30 days). 0 stops it at once (a leaked secret). A rotation during another's grace ends that grace.
+    """
 
 
 class Scope(RootModel[Literal["inference", "models:read", "key:read", "explain:read", "workspace:admin", "admin"]]):
@@ -85,6 +118,50 @@ class KeyLimitsInput(StrictModel):
     budget_period: Literal["total", "daily", "monthly"] = None
     rpm: StrictInt | None = Field(None, ge=1, le=2147483647)
     tpm: StrictInt | None = Field(None, ge=1, le=2147483647)
+
+
+class AuditAction(
+    RootModel[
+        Literal[
+            "workspace.create",
+            "workspace.update",
+            "workspace.credit",
+            "workspace.revoke",
+            "workspace.restore",
+            "key.create",
+            "key.update",
+            "key.revoke",
+            "key.rotate",
+            "config.reload",
+        ]
+    ]
+):
+    root: Literal[
+        "workspace.create",
+        "workspace.update",
+        "workspace.credit",
+        "workspace.revoke",
+        "workspace.restore",
+        "key.create",
+        "key.update",
+        "key.revoke",
+        "key.rotate",
+        "config.reload",
+    ]
+    """
+    What an audit entry records. `config.reload` is a configuration reloaded into the running gateway.
+    """
+
+
+class AuditChange(StrictModel):
+    before: Any | None = Field(...)
+    """
+    The field's value before the change (any JSON value; null before a creation).
+    """
+    after: Any | None = Field(...)
+    """
+    Its value after.
+    """
 
 
 class Health(StrictModel):
@@ -416,6 +493,7 @@ class ErrorDetail(StrictModel):
         "insufficient_scope",
         "cannot_modify_self",
         "model_not_allowed",
+        "workspace_revoked",
         "model_not_found",
         "workspace_not_found",
         "key_not_found",
@@ -901,13 +979,13 @@ class UsageRow(UsageCounts):
     """
     With group_by workspace.
     """
-    model: StrictStr = None
+    model: StrictStr | None = None
     """
-    With group_by model: the model that answered, or the one asked for.
+    With group_by model: the model that answered; for a request refused before any answer (402, 429), the model it was routed to, else the one it named; null when it reached none.
     """
-    upstream: StrictStr = None
+    upstream: StrictStr | None = None
     """
-    With group_by upstream: empty when no upstream was tried.
+    With group_by upstream: null when no upstream was tried.
     """
 
 
@@ -922,6 +1000,13 @@ class UsageReport(StrictModel):
     In order of bucket, then group.
     """
     totals: UsageCounts
+
+
+class CreditAdd(StrictModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    amount: CreditAmount
 
 
 class Key(StrictModel):
@@ -946,6 +1031,10 @@ class Key(StrictModel):
     revoked_at: StrictStr | None = None
     limits: KeyLimits
     spend: KeySpend
+    rotation: KeyRotation | None = None
+    """
+    Set while a rotation's grace period runs (the previous secret still works); null otherwise.
+    """
 
 
 class KeyList(StrictModel):
@@ -1011,6 +1100,38 @@ class KeyUpdate(StrictModel):
     limits: KeyLimitsInput = None
 
 
+class AuditEntry(StrictModel):
+    """
+    One administration change. `changes` holds each field the change set, with its value before and after (null before a creation); a workspace's name, credit and state, a key's settings, limits and states; never a secret, its hash or its hint.
+    """
+
+    id: StrictStr
+    object: Literal["audit.entry"]
+    at: StrictStr
+    actor_key_id: StrictStr | None = Field(...)
+    """
+    The relay key that made the change; null for the operator's command line (`specway`).
+    """
+    action: AuditAction
+    target_type: Literal["workspace", "key", "config"]
+    target_id: StrictStr
+    workspace_id: StrictStr | None = Field(...)
+    """
+    The workspace the change concerns (a key's own); null for a configuration reload.
+    """
+    changes: dict[str, AuditChange]
+
+
+class AuditList(StrictModel):
+    object: Literal["list"]
+    data: list[AuditEntry]
+    has_more: StrictBool
+    next_cursor: StrictStr | None = Field(...)
+    """
+    Pass as `cursor` for the next page; null on the last one.
+    """
+
+
 class Model(StrictModel):
     """
     A model or an alias the key may use.
@@ -1068,6 +1189,14 @@ class KeyInfo(StrictModel):
     last_used_at: StrictStr | None = None
     limits: KeyLimits
     spend: KeySpend
+    secret: Literal["current", "previous"] = None
+    """
+    Which of the key's secrets the call was made with. `previous`: the key was rotated and this secret stops working at `rotation.previous_secret_expires_at`; switch to the new one before then.
+    """
+    rotation: KeyRotation | None = None
+    """
+    Set while a rotation's grace period runs; null otherwise.
+    """
 
 
 class DecisionPricing(StrictModel):

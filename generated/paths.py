@@ -21,9 +21,12 @@ class PathInfo:
 TABLE: tuple[PathInfo, ...] = (
     PathInfo("/v1/workspaces", re.compile("^/v1/workspaces$"), "GET, POST", "specway"),
     PathInfo("/v1/workspaces/{workspaceId}", re.compile("^/v1/workspaces/[^/]+$"), "DELETE, GET, PATCH", "specway"),
+    PathInfo("/v1/workspaces/{workspaceId}/restore", re.compile("^/v1/workspaces/[^/]+/restore$"), "POST", "specway"),
     PathInfo("/v1/workspaces/{workspaceId}/credit", re.compile("^/v1/workspaces/[^/]+/credit$"), "POST", "specway"),
     PathInfo("/v1/keys", re.compile("^/v1/keys$"), "GET, POST", "specway"),
     PathInfo("/v1/keys/{keyId}", re.compile("^/v1/keys/[^/]+$"), "DELETE, GET, PATCH", "specway"),
+    PathInfo("/v1/keys/{keyId}/rotate", re.compile("^/v1/keys/[^/]+/rotate$"), "POST", "specway"),
+    PathInfo("/v1/audit", re.compile("^/v1/audit$"), "GET", "specway"),
     PathInfo("/v1/models", re.compile("^/v1/models$"), "GET", "specway"),
     PathInfo("/v1/models/{modelId}", re.compile("^/v1/models/.*$"), "GET", "specway"),
     PathInfo("/v1/key", re.compile("^/v1/key$"), "GET", "specway"),

@@ -148,6 +148,11 @@ async def healthz():
     return await operations.healthz(principal)
 
 
+async def list_audit(limit=None, cursor=None, workspace_id=None, key_id=None, action=None, target_id=None, since=None, until=None):
+    principal = await glue.authenticate(request, "workspace:admin")
+    return await admin.list_audit(principal, limit, cursor, workspace_id, key_id, action, target_id, since, until)
+
+
 async def list_keys(workspace_id=None):
     principal = await glue.authenticate(request, "workspace:admin")
     return await admin.list_keys(principal, workspace_id)
@@ -197,6 +202,11 @@ async def readyz():
     return await operations.readyz(principal)
 
 
+async def restore_workspace(workspace_id):
+    principal = await glue.authenticate(request, "admin")
+    return await admin.restore_workspace(principal, workspace_id)
+
+
 async def revoke_key(key_id):
     principal = await glue.authenticate(request, "workspace:admin")
     return await admin.revoke_key(principal, key_id)
@@ -205,6 +215,12 @@ async def revoke_key(key_id):
 async def revoke_workspace(workspace_id):
     principal = await glue.authenticate(request, "admin")
     return await admin.revoke_workspace(principal, workspace_id)
+
+
+async def rotate_key(key_id):
+    principal = await glue.authenticate(request, "workspace:admin")
+    body = await glue.parse_body(request, models.KeyRotate, required=False)
+    return await admin.rotate_key(principal, body, key_id)
 
 
 async def update_key(key_id):

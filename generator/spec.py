@@ -130,6 +130,7 @@ class Operation:
     # Where the relay key may be, in order, when the operation's own `security` says so: ("bearer", header) for an
     # http bearer scheme, ("header", name) or ("query", name) for an apiKey scheme. Empty: the root's (glue's default).
     credentials: tuple[tuple[str, str], ...] = ()
+    body_required: bool = True  # requestBody.required: false takes an empty body as the model's defaults
 
 
 def _pythonic(name: str) -> str:
@@ -190,6 +191,7 @@ def operations(doc: dict[str, Any]) -> list[Operation]:
             ops[op_id] = Operation(
                 op_id, method, path, op["x-handler"], op.get("x-scope"), _body_model(op), params,
                 _credentials(doc, op, where, problems),
+                body_required=bool((op.get("requestBody") or {}).get("required", False)),
             )
     if problems:
         raise SpecError(problems)

@@ -13,15 +13,9 @@ import pydantic
 import yaml
 
 from generated.config import Config, ModelSettings, PolicySettings, UpstreamSettings
+from handlers.config_names import DEFAULT_FILE, ENV_CONFIG, ENV_PREFIX, ConfigError
 
-ENV_CONFIG = "SPECWAY_CONFIG"
-ENV_PREFIX = "SPECWAY_"  # SPECWAY_SERVER__PORT=9000 sets server.port (docs/configuration.md lists every name)
-DEFAULT_FILE = "specway.yaml"  # read from the working folder when no file is named
 ECHO_MODEL = "specway/echo"
-
-
-class ConfigError(Exception):
-    pass
 
 
 def _where(loc: tuple[Any, ...]) -> str:

@@ -91,7 +91,7 @@ def validation_error(exc: pydantic.ValidationError) -> ApiError:
 
     For a union (string or list) pydantic reports each branch; the deepest location is the most precise one.
     """
-    errors = exc.errors(include_url=False, include_context=False)
+    errors = exc.errors(include_url=False)
     err: dict[str, Any] = max(errors, key=lambda e: len(e["loc"]))
     loc = [str(p) for p in err["loc"] if not _is_union_branch(p)]
     param = ".".join(loc) or None
@@ -101,7 +101,22 @@ def validation_error(exc: pydantic.ValidationError) -> ApiError:
         return bad_request("The body must be a JSON object.")
     if err["type"] == "missing":
         return bad_request(f"{param} is required.", param=param)
+    if err["type"] == "string_pattern_mismatch" and (err.get("ctx") or {}).get("pattern") in PATTERN_WORDS:
+        return bad_request(f"{param}: {PATTERN_WORDS[err['ctx']['pattern']]}, not {err['input']!r}.", param=param)
     return bad_request(f"{param}: {err['msg']}." if param else f"{err['msg']}.", param=param)
+
+
+# The spec's string patterns in words, for the messages of values that do not match them (tests/test_bad_input.py
+# checks that every pattern of the spec is here).
+PATTERN_WORDS = {
+    r"^[0-9]{1,12}(\.[0-9]{1,12})?$": 'must be an amount such as "12.50": digits, at most 12 before and 12 after the '
+                                      "point, no sign",
+    r"^-?[0-9]{1,12}(\.[0-9]{1,12})?$": 'must be an amount such as "10.00", or a negative one such as "-2.50" to '
+                                        "take credit back: at most 12 digits before and 12 after the point",
+    r"^[^\x00-\x1f\x7f]+$": "must not be empty nor hold control characters",
+    r"^((key|model|upstream|workspace)(,(key|model|upstream|workspace))*)?$":
+        "must be key, model, upstream or workspace, or several of them separated by commas",
+}
 
 
 def _is_union_branch(part: Any) -> bool:

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("specway")
 _REAP_EVERY = 300.0  # seconds between looks for reservations a dead process left held (a backstop: see _beat)
 _MISSED_BEATS = 3  # heartbeats a process may miss before its holds and leases are released
+_PRUNE_AUDIT_EVERY = 3600.0  # seconds between deletions of audit entries past audit.retention_days
 _current: contextvars.ContextVar[Gateway] = contextvars.ContextVar("specway_gateway")
 
 
@@ -70,6 +71,7 @@ class Gateway:
         self._reaper = Periodic(self._release_stale, _REAP_EVERY, "release stale reservations")
         self._beat_every = float(config.ledger.heartbeat_seconds)
         self._heart = Periodic(self._beat, self._beat_every, "beat and release what stopped processes hold")
+        self._audit_pruner = Periodic(self._prune_audit, _PRUNE_AUDIT_EVERY, "prune old audit entries")
         self.started_at = datetime.now(UTC).replace(microsecond=0)
         self.tracing: Tracing | None = None  # made at start when telemetry.otlp_endpoint is set
 
@@ -96,6 +98,10 @@ class Gateway:
             return  # the writer reports the store's absence; the beats resume when it is back
         if released:
             log.warning("released %d hold(s) and lease(s) of a process that stopped beating", released)
+
+    async def _prune_audit(self) -> None:
+        with contextlib.suppress(StoreUnavailable):  # tried again within the hour
+            await self.store.prune_audit(datetime.now(UTC) - timedelta(days=float(self.config.audit.retention_days)))
 
     async def _retire(self) -> None:
         with contextlib.suppress(StoreUnavailable):  # then the others forget this process after three beats
@@ -129,6 +135,7 @@ class Gateway:
         self.keys.start()
         self._reaper.start()
         self._heart.start()
+        self._audit_pruner.start()
 
     async def write(self, final: bool = False) -> None:
         await self.ledger.flush(final)
@@ -154,8 +161,8 @@ class Gateway:
 
     async def stop(self) -> None:
         """Flush what is pending, then close; one step failing does not keep the others from running."""
-        await self._close(self._heart.stop, self._reaper.stop, self.recorder.stop, self._drain, self._retire,
-                          self.keys.stop)
+        await self._close(self._heart.stop, self._reaper.stop, self._audit_pruner.stop, self.recorder.stop,
+                          self._drain, self._retire, self.keys.stop)
 
     async def _close(self, *first: Callable[[], Awaitable[object]]) -> None:
         steps = [*first, *(up.aclose for up in self.upstreams.values()), self.limiter.aclose, self.cooldowns.aclose,

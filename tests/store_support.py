@@ -7,6 +7,7 @@ each test creates `specway_test_<random>` there and drops it afterwards. Unreach
 
 from __future__ import annotations
 
+import hashlib
 import os
 import secrets
 import sqlite3
@@ -70,6 +71,21 @@ async def _admin() -> asyncpg.Connection:
         where = urlsplit(ADMIN_URL)
         message = f"PostgreSQL at {where.hostname}:{where.port or 5432} unreachable: {type(exc).__name__}"
         unavailable(message)
+
+
+_OLD_HASH = hashlib.sha256(b"sk-sw-old").hexdigest()
+# A database as the first Specway left it (schema version 1), with a key whose secret is "sk-sw-old".
+V1_ROWS = [
+    (
+        "INSERT INTO workspaces (id, name, credit, reserved, spend_total, created_at) "
+        "VALUES ('ws_00000000000000aa', 'kept', '7.25', '0', '0', '2024-01-01T00:00:00.000000+00:00')"
+    ),
+    (
+        "INSERT INTO keys (id, workspace_id, name, secret_hash, hint, scopes, created_at) "
+        f"VALUES ('key_00000000000000aa', 'ws_00000000000000aa', 'old', '{_OLD_HASH}', 'sk-sw-old…', "
+        """'["inference"]', '2024-01-01T00:00:00.000000+00:00')"""
+    ),
+]
 
 
 # Each fixture is fixture_<name>, registered as <name>: a test module imports it, and its tests ask for <name>.

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
@@ -57,7 +58,15 @@ def test_workspace_lifecycle(admin: httpx.Client) -> None:
     assert ws.id in [w["id"] for w in admin.get("/v1/workspaces").json()["data"]]
     assert admin.get("/v1/workspaces/ws_nope").status_code == 404
     assert admin.post("/v1/workspaces/ws_nope/credit", json={"amount": "1"}).status_code == 404
-    assert admin.post(f"/v1/workspaces/{ws.id}/credit", json={"amount": "-1"}).status_code == 400
+    assert admin.post(f"/v1/workspaces/{ws.id}/credit", json={"amount": "-1.25"}).json()["credit"] == "11.50"
+    too_much = admin.post(f"/v1/workspaces/{ws.id}/credit", json={"amount": "-12"})
+    assert too_much.status_code == 400 and too_much.json()["error"]["param"] == "amount"
+    assert "it has 11.50, so at most -11.50 can be taken back" in too_much.json()["error"]["message"]
+    odd = admin.post(f"/v1/workspaces/{ws.id}/credit", json={"amount": "1e3"})
+    assert odd.status_code == 400 and odd.json()["error"]["message"] == (
+        'amount: must be an amount such as "10.00", or a negative one such as "-2.50" to take credit back: at most '
+        "12 digits before and 12 after the point, not '1e3'.")
+    assert admin.post(f"/v1/workspaces/{ws.id}/credit", json={"amount": "-11.50"}).json()["credit"] == "0"
 
 
 @pytest.mark.parametrize("limits", [{"rpm": 10**19}, {"tpm": 2**31}, {"rpm": 0}])
@@ -197,18 +206,22 @@ def test_cli_uses_the_same_logic(tmp_path: Path) -> None:
     huge = _cli(config, "keys", "create", "--name", "x", "--rpm", str(10**19))
     assert huge.returncode == 2 and "limits.rpm: Input should be less than or equal to 2147483647" in huge.stderr
     zero = _cli(config, "keys", "create", "--name", "x", "--tpm", "0")
-    assert zero.returncode == 2 and "limits.tpm" in zero.stderr
+    assert zero.returncode == 2 and "--tpm: 0 would refuse every request" in zero.stderr
     assert "Traceback" not in _cli(config, "keys", "create", "--name", "x", "--expires-at", "soon").stderr
-    ws = _cli(config, "workspaces", "list")
-    ws_id = ws.stdout.split('"id": "')[1].split('"')[0]
+    ws_id = json.loads(_cli(config, "workspaces", "list", "--json").stdout)[0]["id"]
     credit = _cli(config, "workspaces", "credit", ws_id, "3.5")
     assert '"credit": "3.5"' in credit.stdout, credit.stderr
-    negative = _cli(config, "workspaces", "credit", ws_id, "--", "-5")
-    assert negative.returncode == 2 and "amount: String should match pattern" in negative.stderr
+    negative = _cli(config, "workspaces", "credit", ws_id, "-5")
+    assert negative.returncode == 2 and "would take the credit of" in negative.stderr and "it has 3.5" in negative.stderr
     key_id = listed.stdout.splitlines()[1].split("\t")[0]
     assert _cli(config, "keys", "revoke", key_id).stdout.strip() == f"revoked {key_id}"
     _cli(config, "keys", "create", "--name", "second")
-    assert _cli(config, "workspaces", "revoke", ws_id).stdout.strip() == f"revoked 1 key(s) of {ws_id}"
+    assert _cli(config, "workspaces", "revoke", ws_id).stdout.strip() == f"revoked {ws_id}"
+    assert "revoked (workspace)" in _cli(config, "keys", "list").stdout
+    refused = _cli(config, "keys", "create", "--name", "third")
+    assert refused.returncode == 2 and "is revoked: it takes no new keys" in refused.stderr
+    assert _cli(config, "workspaces", "restore", ws_id).stdout.strip() == f"restored {ws_id}"
+    assert _cli(config, "keys", "create", "--name", "third").returncode == 0
 
 
 def test_an_expired_key_is_401(gw: Live, admin: httpx.Client) -> None:
@@ -232,17 +245,127 @@ def test_revocation_elsewhere_takes_effect_within_the_cache_time(tmp_path: Path)
                 time.sleep(0.1)
 
 
-def test_revoking_a_workspace_revokes_its_keys(gw: Live, admin: httpx.Client, tmp_path: Path) -> None:
+def test_a_revoked_workspace_stays_revoked_until_restored(gw: Live, admin: httpx.Client) -> None:
+    """Its old keys, new keys and credit are refused; it is listed as revoked; only a restore reverses it."""
     ws = admin.post("/v1/workspaces", json={"name": "leaving", "credit": "5"}).json()
-    secrets = [admin.post("/v1/keys", json={"name": f"k{i}", "workspace_id": ws["id"]}).json()["secret"]
-               for i in range(2)]
+    assert (ws["state"], ws["revoked_at"]) == ("active", None)
+    made = [admin.post("/v1/keys", json={"name": f"k{i}", "workspace_id": ws["id"]}).json() for i in range(2)]
+    with client(gw, made[0]["secret"]) as c:
+        assert c.get("/v1/key").status_code == 200  # cached in this process
     r = admin.delete(f"/v1/workspaces/{ws['id']}")
-    assert r.status_code == 200 and r.json()["credit"] == "5"
-    for secret in secrets:
-        with client(gw, secret) as c:
-            assert c.get("/v1/key").status_code == 401
+    assert r.status_code == 200 and r.json()["credit"] == "5" and r.json()["state"] == "revoked", r.text
+    revoked_at = r.json()["revoked_at"]
+    for key in made:
+        with client(gw, key["secret"]) as c:
+            refused = c.post("/v1/chat/completions", json=CHAT)
+            assert refused.status_code == 401 and "workspace is revoked" in refused.json()["error"]["message"]
+    listed = {w["id"]: w for w in admin.get("/v1/workspaces").json()["data"]}
+    assert (listed[ws["id"]]["state"], listed[ws["id"]]["revoked_at"]) == ("revoked", revoked_at)
+    assert admin.get(f"/v1/workspaces/{ws['id']}").json()["state"] == "revoked"
+    new_key = admin.post("/v1/keys", json={"name": "after", "workspace_id": ws["id"]})
+    assert new_key.status_code == 409 and new_key.json()["error"]["code"] == "workspace_revoked", new_key.text
+    more = admin.post(f"/v1/workspaces/{ws['id']}/credit", json={"amount": "1"})
+    assert more.status_code == 409 and more.json()["error"]["code"] == "workspace_revoked", more.text
+    assert {k["name"] for k in admin.get("/v1/keys", params={"workspace_id": ws["id"]}).json()["data"]} == {"k0", "k1"}
+    assert admin.delete(f"/v1/workspaces/{ws['id']}").json()["revoked_at"] == revoked_at  # the first time stays
+    assert admin.delete(f"/v1/keys/{made[1]['id']}").status_code == 200  # revoked on its own meanwhile
     assert admin.get("/v1/key").status_code == 200  # the admin's own workspace is untouched
     assert admin.delete("/v1/workspaces/ws_nope").status_code == 404
+
+    back = admin.post(f"/v1/workspaces/{ws['id']}/restore")
+    assert back.status_code == 200 and (back.json()["state"], back.json()["revoked_at"]) == ("active", None)
+    with client(gw, made[0]["secret"]) as c:
+        assert c.post("/v1/chat/completions", json=CHAT).status_code == 200
+    with client(gw, made[1]["secret"]) as c:
+        assert c.get("/v1/key").status_code == 401  # revoked on its own: a restore does not bring it back
+    assert admin.post(f"/v1/workspaces/{ws['id']}/credit", json={"amount": "1"}).json()["credit"] == "6"
+    assert admin.post("/v1/keys", json={"name": "after", "workspace_id": ws["id"]}).status_code == 201
+    assert admin.post(f"/v1/workspaces/{ws['id']}/restore").json()["state"] == "active"  # already active: no change
+    assert admin.post("/v1/workspaces/ws_nope/restore").status_code == 404
+
+
+def test_a_workspace_revoked_elsewhere_is_refused_within_the_cache_time(tmp_path: Path) -> None:
+    """Another process (a replica, a worker, the CLI) revokes and restores in the store; this one's cached key
+    learns of it within server.key_cache_seconds, because a key is read with its workspace's state."""
+    with serve({**CONFIG, "server": {"key_cache_seconds": 1}}, tmp_path) as g:
+        ws = g.new_workspace("elsewhere")
+        secret = g.create_key(workspace_id=ws)
+        with client(g, secret) as c:
+            for revoked, before, status in ((True, 200, 401), (False, 401, 200)):
+                assert c.get("/v1/key").status_code == before  # and the key is cached with that state
+                g.run(g.gateway.store.set_workspace_revoked(ws, revoked))  # straight in the store
+                deadline = time.monotonic() + 4  # the bound set here (1 s) plus a margin, under the 5 s default
+                while c.get("/v1/key").status_code != status:
+                    assert time.monotonic() < deadline, f"still not {status} after the cache time"
+                    time.sleep(0.1)
+
+
+def test_a_rotated_keys_old_secret_works_until_the_grace_ends(gw: Live, admin: httpx.Client) -> None:
+    made = admin.post("/v1/keys", json={"name": "svc", "scopes": ["inference", "key:read"],
+                                        "limits": {"budget": "5", "rpm": 100}}).json()
+    with client(gw, made["secret"]) as old:
+        assert old.post("/v1/chat/completions", json=CHAT).status_code == 200  # cached, and used
+        before = old.get("/v1/key").json()
+        assert (before["secret"], before["rotation"]) == ("current", None)
+        r = admin.post(f"/v1/keys/{made['id']}/rotate", json={"grace_seconds": 2})
+        assert r.status_code == 200, r.text
+        rotated = r.json()
+        assert rotated["secret"] != made["secret"] and rotated["secret"].startswith("sk-sw-")
+        assert (rotated["id"], rotated["limits"], rotated["scopes"]) == (made["id"], made["limits"], made["scopes"])
+        assert rotated["hint"] == rotated["secret"][:10] + "…" and rotated["rotation"]["previous_secret_expires_at"]
+        told = old.get("/v1/key")  # the old secret, during the grace: it works, and says until when
+        assert told.status_code == 200, told.text
+        assert told.json()["secret"] == "previous"
+        assert told.json()["rotation"] == rotated["rotation"] and told.json()["spend"] == rotated["spend"]
+        with client(gw, rotated["secret"]) as new:
+            assert new.post("/v1/chat/completions", json=CHAT).status_code == 200
+            assert new.get("/v1/key").json()["secret"] == "current"
+            deadline = time.monotonic() + 10
+            while (answer := old.get("/v1/key")).status_code == 200:  # until the grace ends
+                assert time.monotonic() < deadline, "the previous secret still worked long after its grace"
+                time.sleep(0.2)
+            assert answer.status_code == 401 and answer.json()["error"]["code"] == "invalid_api_key"
+            assert new.get("/v1/key").json()["rotation"] is None  # the grace is over
+            assert new.post("/v1/chat/completions", json=CHAT).status_code == 200
+    listed = {k["id"]: k for k in admin.get("/v1/keys").json()["data"]}
+    assert rotated["secret"] not in str(listed) and listed[made["id"]]["hint"] == rotated["hint"]
+
+
+def test_a_rotation_without_grace_ends_the_old_secret_at_once(gw: Live, admin: httpx.Client) -> None:
+    made = admin.post("/v1/keys", json={"name": "leaked"}).json()
+    with client(gw, made["secret"]) as old:
+        assert old.get("/v1/key").status_code == 200  # cached
+        rotated = admin.post(f"/v1/keys/{made['id']}/rotate", json={"grace_seconds": 0}).json()
+        assert rotated["rotation"] is None
+        assert old.get("/v1/key").status_code == 401
+    default = admin.post(f"/v1/keys/{made['id']}/rotate")  # no body: the default grace, a day
+    assert default.status_code == 200, default.text
+    expires = datetime.fromisoformat(default.json()["rotation"]["previous_secret_expires_at"])
+    assert expires - datetime.fromisoformat(default.json()["rotation"]["rotated_at"]) == timedelta(days=1)
+    with client(gw, rotated["secret"]) as previous:
+        assert previous.get("/v1/key").json()["secret"] == "previous"
+    for body, param in (({"grace_seconds": -1}, "grace_seconds"), ({"grace_seconds": 2592001}, "grace_seconds"),
+                        ({"grace": "1h"}, "grace")):
+        r = admin.post(f"/v1/keys/{made['id']}/rotate", json=body)
+        assert r.status_code == 400 and r.json()["error"]["param"] == param, r.text
+    assert admin.post("/v1/keys/key_nope/rotate").status_code == 404
+
+
+def test_the_cli_rotates_with_a_grace(tmp_path: Path) -> None:
+    config = tmp_path / "specway.yaml"
+    config.write_text(f"store:\n  url: sqlite:///{tmp_path / 's.db'}\n")
+    secret = _cli(config, "keys", "create", "--name", "ci").stdout.strip()
+    key_id = _cli(config, "keys", "list").stdout.splitlines()[1].split("\t")[0]
+    rotated = _cli(config, "keys", "rotate", key_id, "--grace", "24h")
+    assert rotated.returncode == 0, rotated.stderr
+    new = rotated.stdout.strip()
+    assert new.startswith("sk-sw-") and new != secret and "\n" not in new
+    assert f"rotated {key_id}; its previous secret works until " in rotated.stderr
+    shown = _cli(config, "keys", "show", key_id).stdout
+    assert '"previous_secret_expires_at"' in shown and new not in shown and secret not in shown
+    bad = _cli(config, "keys", "rotate", key_id, "--grace", "soon")
+    assert bad.returncode == 2 and "'soon' is not a duration" in bad.stderr
+    assert _cli(config, "keys", "rotate", key_id, "--grace", "0").returncode == 0
 
 
 def test_changes_made_here_apply_at_once_to_keys_already_cached(tmp_path: Path) -> None:

@@ -440,3 +440,22 @@ def test_rss_stays_bounded_and_nothing_is_logged_as_an_error_when_the_suite_is_r
     logged = [json.loads(line) for line in gw.log.read_text().splitlines() if line.startswith("{")]
     assert [line for line in logged if line["level"] in ("error", "critical") or "Traceback" in str(line)] == []
     assert not [line for line in logged if line.get("logger") == "specway.requests" and line["status"] >= 500]
+
+
+def test_every_pattern_of_the_spec_is_refused_in_words() -> None:
+    """A value that does not match a pattern is answered with what the value must be, never with the pattern."""
+    import json
+    from pathlib import Path
+
+    from handlers.errors import PATTERN_WORDS
+
+    def patterns(node: object) -> set[str]:
+        if isinstance(node, dict):
+            own = {node["pattern"]} if isinstance(node.get("pattern"), str) else set()
+            return own.union(*(patterns(v) for v in node.values()))
+        if isinstance(node, list):
+            return set().union(*(patterns(v) for v in node))
+        return set()
+
+    spec = json.loads((Path(__file__).resolve().parents[1] / "openapi.json").read_text(encoding="utf-8"))
+    assert patterns(spec) == set(PATTERN_WORDS)

@@ -27,6 +27,7 @@ import httpx
 import pytest
 import yaml
 
+from tests import docs_support
 from tests.agent_provider import QUOTE, AgentProvider, Task
 from tests.conftest import free_port, spawn, stop, tool, unavailable
 from tests.fake_upstream import GEMINI_KEY, FakeUpstream, aws_environment
@@ -165,16 +166,14 @@ def run(command: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Comple
 
 
 def readme_block(name: str, gw: Gateway, kind: str) -> str:
-    """The README's `<!-- coding-agents: NAME -->` block as a user of the gateway at `gw` and of the model on `kind`
-    would write it: its URL, the relay key and every model id replaced, nothing else."""
-    blocks = dict(_BLOCK.findall(README.read_text(encoding="utf-8")))
-    assert name in blocks, f"the README has no coding-agents block {name}"
-    text = blocks[name].replace("http://127.0.0.1:8080", gw.url).replace("sk-sw-...", gw.key)
-    return text.replace("acme/strong", MODEL[kind]).replace("acme/fast", MODEL[kind])
+    """The docs' `<!-- test: NAME -->` block (README.md, docs/clients.md) as a user of the gateway at `gw` and of the
+    model on `kind` would write it: its URL, the relay key and every model id (`strong`, `fast`) replaced, nothing
+    else."""
+    text = docs_support.block(name).replace("http://127.0.0.1:8080", gw.url).replace("sk-sw-...", gw.key)
+    return _MODEL_ID.sub(MODEL[kind], text)
 
 
-_BLOCK = re.compile(r"<!-- coding-agents: ([\w-]+) -->\n```\w+\n(.*?)```", re.DOTALL)
-README = Path(__file__).resolve().parents[1] / "README.md"
+_MODEL_ID = re.compile(r'(?<=[="])(?:strong|fast)(?=["\s]|$)', re.MULTILINE)  # a value, never a variable's name
 
 
 def claude_code(bin_dir: Path, gw: Gateway, kind: str, prompt: str, cwd: Path, home: Path, api_key: bool) -> str:

@@ -31,6 +31,7 @@ import pytest
 
 from handlers.edge import paths
 from tests.conftest import free_port, spawn, stop, tool, unavailable
+from tests.docs_support import Terminal, block
 
 TS_DIR = Path(__file__).parent / "clients_ts"
 BIN = Path(sys.executable).parent  # openapi-python-client and ruff (its post-generation hook) live beside python
@@ -255,3 +256,25 @@ def test_typescript_client(served: Served, ts_clients: Path) -> None:
     assert out["key"] == {"secret": True, "listed": True, "got": "ts-key", "renamed": "ts-key2", "used": True,
                           "revoked": True, "refused": 401}
     assert out["metrics"] is True
+
+
+# --- the blocks of docs/clients.md, run as written --------------------------------------------------------------
+
+
+def test_the_docs_python_client_blocks_run(served: Served, tmp_path: Path) -> None:
+    term = Terminal(tmp_path, port=int(served.url.rsplit(":", 1)[1]), key=served.key)
+    term.sh(block("generated-python-generate"))
+    printed = term.python(block("generated-python")).splitlines()
+    assert len(printed) == 1 and printed[0].strip(), printed  # the answer's text
+
+
+def test_the_docs_typescript_client_blocks_run(served: Served, ts_clients: Path) -> None:
+    node = tool("node")
+    term = Terminal(ts_clients, port=int(served.url.rsplit(":", 1)[1]), key=served.key)
+    term.env["PATH"] = f"{ts_clients / 'node_modules' / '.bin'}{os.pathsep}{term.env['PATH']}"
+    term.sh(block("generated-ts-generate"))  # npx finds the pinned openapi-typescript of node_modules
+    (ts_clients / "hello.ts").write_text(term.written(block("generated-ts")))
+    (ts_clients / "tsconfig.hello.json").write_text(json.dumps({"extends": "./tsconfig.json", "files": ["hello.ts"]}))
+    _run([str(ts_clients / "node_modules" / ".bin" / "tsc"), "-p", "tsconfig.hello.json"], ts_clients)
+    printed = _run([node, "out/hello.js"], ts_clients, dict(os.environ)).splitlines()
+    assert len(printed) == 1 and printed[0].strip() and "error" not in printed[0], printed

@@ -154,18 +154,6 @@ def test_bad_yaml_names_the_file(tmp_path: Path) -> None:
     assert "broken.yaml: not valid YAML" in str(info.value)
 
 
-def test_the_readme_configuration_example_is_valid(monkeypatch: pytest.MonkeyPatch) -> None:
-    from handlers import config as config_mod
-
-    readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("## Configuration"):]
-    example = section[section.index("```yaml") + len("```yaml"):section.index("```", section.index("```yaml") + 7)]
-    monkeypatch.setenv("OPENAI_API_KEY", "x")
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "y")
-    cfg = config_mod.parse(yaml.safe_load(example), "README.md")
-    assert [m.id for m in cfg.models or []] == ["acme/fast", "acme/strong"]
-
-
 def _bundle() -> dict:
     return json.loads((ROOT / "openapi.json").read_text(encoding="utf-8"))
 

@@ -30,10 +30,11 @@ import openai
 import pytest
 import yaml
 
-from handlers.store import PostgresStore, open_store
+from handlers.store import PostgresStore, migrations, open_store
 from handlers.store.base import SCOPES
 from tests.conftest import free_port, fresh_postgres, spawn, stop, tool
 from tests.fake_upstream import FakeUpstream
+from tests.store_support import V1_ROWS
 from tests.test_metering import USER, WORST, gateway_config, held, key_info, make_key
 
 NGINX_SITE = Path(__file__).resolve().parents[1] / "docs" / "nginx.conf"
@@ -309,18 +310,21 @@ def test_postgresql_upgrade_cli_and_pg_dump_restore(tmp_path: Path) -> None:
     with fresh_postgres() as url, fresh_postgres() as restored_url:
         async def at_version_1() -> str:
             store = PostgresStore(url)
-            await store.open(target=1)  # a database as an older Specway left it
+            await store.open(target=1)  # a database as an older Specway left it, with its rows as it wrote them
+            await store.close()
+            conn = await asyncpg.connect(url)
             try:
-                _, secret = await store.create_key((await store.create_workspace("kept")).id, "kept-key", SCOPES)
-                return str(secret)
+                for statement in V1_ROWS:
+                    await conn.execute(statement)
             finally:
-                await store.close()
+                await conn.close()
+            return "sk-sw-old"
 
         kept = asyncio.run(at_version_1())
         config = tmp_path / "specway.yaml"
         config.write_text(yaml.safe_dump({"store": {"url": url}}))
         assert specway("--config", str(config), "db", "upgrade") == "database schema is up to date\n"
-        assert asyncio.run(versions(url)) == [1, 2, 3, 4, 5]
+        assert asyncio.run(versions(url)) == [m.version for m in migrations.load("postgresql")]
 
         # The guide's key and workspace commands, on PostgreSQL; `keys list` reads $SPECWAY_CONFIG.
         cli = ("--config", str(config))
@@ -330,12 +334,12 @@ def test_postgresql_upgrade_cli_and_pg_dump_restore(tmp_path: Path) -> None:
                          "--scopes", "inference,models:read", "--rpm", "60", "--budget", "5").strip()
         assert secret.startswith("sk-sw-")
         rows = [row.split("\t") for row in specway("keys", "list", config=config).splitlines()[1:]]
-        assert sorted(name for _, name, *_ in rows) == ["ci", "kept-key"]
+        assert sorted(name for _, name, *_ in rows) == ["ci", "old"]
         key_id = next(row[0] for row in rows if row[1] == "ci")
         updated = json.loads(specway(*cli, "keys", "update", key_id, "--scopes", "inference,key:read"))
         assert updated["scopes"] == ["inference", "key:read"] and updated["limits"]["rpm"] == 60
         assert json.loads(specway(*cli, "workspaces", "credit", ws["id"], "10"))["credit"] == "35.00"
-        assert [w["name"] for w in json.loads(specway(*cli, "workspaces", "list"))] == ["kept", "team-a"]
+        assert [w["name"] for w in json.loads(specway(*cli, "workspaces", "list", "--json"))] == ["kept", "team-a"]
 
         dump = tmp_path / "specway.dump"
         run(pg_dump, "--format=custom", f"--file={dump}", url)

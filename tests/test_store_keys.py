@@ -10,7 +10,7 @@ from decimal import Decimal as D
 import pytest
 
 from handlers.store import Store
-from handlers.store.base import SECRET_PREFIX, Limits
+from handlers.store.base import SECRET_PREFIX, Limits, WorkspaceRevoked
 from tests.store_support import (
     NEXT_YEAR,
     NOW,
@@ -112,6 +112,74 @@ async def test_revoke_and_expiry(store: Store) -> None:
     again = await store.revoke_key(key.id)
     assert again is not None and again.revoked_at == revoked.revoked_at
     assert await store.revoke_key("key_missing") is None
+
+
+async def test_a_revoked_workspace_is_a_state_until_restored(store: Store) -> None:
+    ws = await store.create_workspace("leaving", D(5))
+    kept, kept_secret = await store.create_key(ws.id, "kept", ("inference",))
+    alone, alone_secret = await store.create_key(ws.id, "revoked alone", ("inference",))
+    await store.revoke_key(alone.id)
+    revoked = await store.set_workspace_revoked(ws.id, True)
+    assert revoked is not None and revoked.revoked_at is not None and revoked.credit == D(5)
+    assert [w.revoked_at for w in await store.list_workspaces()] == [revoked.revoked_at]
+    again = await store.set_workspace_revoked(ws.id, True)
+    assert again is not None and again.revoked_at == revoked.revoked_at  # the first time is kept
+    found = await store.key_by_secret(kept_secret)
+    assert found is not None and found.revoked_at is None and found.workspace_revoked_at == revoked.revoked_at
+    assert not found.active(NOW) and [k.workspace_revoked_at for k in await store.list_keys(ws.id)] == [
+        revoked.revoked_at] * 2
+    with pytest.raises(WorkspaceRevoked):
+        await store.create_key(ws.id, "new", ("inference",))
+    with pytest.raises(WorkspaceRevoked):
+        await store.add_credit(ws.id, D(1))
+    assert [k.name for k in await store.list_keys(ws.id)] == ["kept", "revoked alone"]
+    assert (await store.get_workspace(ws.id)).credit == D(5)  # type: ignore[union-attr]
+
+    restored = await store.set_workspace_revoked(ws.id, False)
+    assert restored is not None and restored.revoked_at is None
+    assert (await store.key_by_secret(kept_secret)).active(NOW)  # type: ignore[union-attr]
+    assert not (await store.key_by_secret(alone_secret)).active(NOW)  # type: ignore[union-attr]  # its own
+    assert (await store.add_credit(ws.id, D(1))).credit == D(6)  # type: ignore[union-attr]
+    assert await store.set_workspace_revoked("ws_missing", True) is None
+    assert kept.workspace_revoked_at is None
+
+
+async def test_rotation_keeps_the_key_and_its_previous_secret_for_the_grace(store: Store) -> None:
+    ws = await store.create_workspace("w")
+    key, old = await store.create_key(ws.id, "svc", ("inference",), limits=Limits(budget=D(5), rpm=30))
+    await store.update_key(key.id, name="svc 2")
+    rotated = await store.rotate_key(key.id, timedelta(hours=24))
+    assert rotated is not None
+    after, new = rotated
+    assert new != old and new.startswith(SECRET_PREFIX) and after.hint == new[:10] + "…"
+    assert (after.id, after.name, after.limits, after.spend_total) == (key.id, "svc 2", key.limits, key.spend_total)
+    assert after.rotated_at is not None and after.previous_expires_at == after.rotated_at + timedelta(hours=24)
+    by_new, by_old = await store.key_by_secret(new), await store.key_by_secret(old)
+    assert by_new is not None and by_old is not None and by_new.id == by_old.id == key.id
+    assert (by_new.by_previous_secret, by_old.by_previous_secret) == (False, True)
+    assert by_old.active(NOW) and by_old.rotating(NOW)
+    assert not by_old.active(after.previous_expires_at) and by_new.active(after.previous_expires_at)
+    await store.update_key(key.id, scopes=("inference", "key:read"))  # a later change keeps the grace
+    assert (await store.key_by_secret(old)).previous_expires_at == after.previous_expires_at  # type: ignore[union-attr]
+
+    again = await store.rotate_key(key.id, timedelta(0))  # a second rotation, without grace: both old ones end
+    assert again is not None
+    assert await store.key_by_secret(old) is None
+    assert await store.key_by_secret(new) is None  # without a grace, no previous secret is kept
+    assert (await store.key_by_secret(again[1])).active(NOW)  # type: ignore[union-attr]
+    assert await store.rotate_key("key_missing", timedelta(0)) is None
+    await store.set_workspace_revoked(ws.id, True)
+    with pytest.raises(WorkspaceRevoked):
+        await store.rotate_key(key.id, timedelta(0))
+
+
+async def test_only_hashes_of_rotated_secrets_are_stored(store: Store, backend: Backend) -> None:
+    ws = await store.create_workspace("w")
+    key, old = await store.create_key(ws.id, "svc", ("inference",))
+    _, new = await store.rotate_key(key.id, timedelta(hours=1))  # type: ignore[misc]
+    cells = [str(v) for _, v in await backend.cells()]
+    assert not any(old in c or new in c for c in cells)
+    assert hashlib.sha256(old.encode()).hexdigest() in cells and hashlib.sha256(new.encode()).hexdigest() in cells
 
 
 async def test_touch_keys(store: Store) -> None:

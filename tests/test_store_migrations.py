@@ -4,7 +4,6 @@ in tests/store_support.py)."""
 from __future__ import annotations
 
 import asyncio
-import hashlib
 from datetime import UTC, datetime
 from decimal import Decimal as D
 from typing import Any
@@ -17,6 +16,7 @@ from handlers.store.base import Limits
 from handlers.store.sqlbase import SQLStore
 from tests.store_support import (
     NOW,
+    V1_ROWS,
     Backend,
     fixture_backend,  # noqa: F401  (a fixture)
     fixture_store,  # noqa: F401  (a fixture)
@@ -71,21 +71,6 @@ async def _open_together(stores: list[SQLStore]) -> None:
     assert not failed
 
 
-_OLD_HASH = hashlib.sha256(b"sk-sw-old").hexdigest()
-_V1_ROWS = [
-    (
-        "INSERT INTO workspaces (id, name, credit, reserved, spend_total, created_at) "
-        "VALUES ('ws_00000000000000aa', 'kept', '7.25', '0', '0', '2024-01-01T00:00:00.000000+00:00')"
-    ),
-    (
-        "INSERT INTO keys (id, workspace_id, name, secret_hash, hint, scopes, created_at) "
-        f"VALUES ('key_00000000000000aa', 'ws_00000000000000aa', 'old', '{_OLD_HASH}', 'sk-sw-old…', "
-        """'["inference"]', '2024-01-01T00:00:00.000000+00:00')"""
-    ),
-]
-
-
-ALL = tuple(m.version for m in migrations.load("sqlite"))  # every version, in order (both dialects have the same)
 
 
 async def test_migrations_upgrade_and_keep_rows(backend: Backend) -> None:
@@ -93,14 +78,15 @@ async def test_migrations_upgrade_and_keep_rows(backend: Backend) -> None:
     await first.open(target=1)
     await first.close()
     assert first.migrated == (1,)
-    for statement in _V1_ROWS:
+    for statement in V1_ROWS:
         await backend.query(statement)
     stores = [backend.new_store() for _ in range(3)]
     try:
         await _open_together(stores)  # three workers starting at once
-        assert sorted(s.migrated for s in stores) == [(), (), ALL[1:]]
+        every = [m.version for m in migrations.load(backend.kind)]
+        assert sorted(s.migrated for s in stores) == [(), (), tuple(every[1:])]
         versions = await backend.query("SELECT version FROM schema_version ORDER BY version")
-        assert [r[0] for r in versions] == list(ALL)
+        assert [r[0] for r in versions] == every
         ws = await stores[0].get_workspace("ws_00000000000000aa")
         assert ws is not None and ws.credit == D("7.25") and ws.created_at == datetime(2024, 1, 1, tzinfo=UTC)
         key = await stores[1].key_by_secret("sk-sw-old")
@@ -116,7 +102,7 @@ async def test_fresh_databases_migrate_once_under_concurrent_opens(backend: Back
     stores = [backend.new_store() for _ in range(3)]
     try:
         await _open_together(stores)
-        assert sorted(s.migrated for s in stores) == [(), (), ALL]
+        assert sorted(s.migrated for s in stores) == [(), (), tuple(m.version for m in migrations.load(backend.kind))]
         await stores[0].ping()
     finally:
         for s in stores:
@@ -148,7 +134,7 @@ def test_open_store_urls(tmp_path: Any) -> None:
 async def test_a_store_waits_as_long_as_the_config_says(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """Opened without a timeout, a store takes the config's default; the CLI's takes the configured one."""
     from generated.config import StoreSettings
-    from handlers.cli.admin import with_store
+    from handlers.cli.actions import with_store
 
     assert open_store(str(tmp_path / "d.db")).timeout == StoreSettings().timeout_seconds
     monkeypatch.delenv("SPECWAY_CONFIG", raising=False)

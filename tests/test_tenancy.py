@@ -27,9 +27,11 @@ CHAT = {"messages": [{"role": "user", "content": "hi"}]}
 # Every admin operation and the scope it needs: a new admin operation must be placed here, deliberately.
 SCOPE_OF = {
     "list_workspaces": "workspace:admin", "create_workspace": "admin", "get_workspace": "workspace:admin",
-    "update_workspace": "workspace:admin", "revoke_workspace": "admin", "add_credit": "admin",
+    "update_workspace": "workspace:admin", "revoke_workspace": "admin", "restore_workspace": "admin",
+    "add_credit": "admin",
     "list_keys": "workspace:admin", "create_key": "workspace:admin", "get_admin_key": "workspace:admin",
-    "update_key": "workspace:admin", "revoke_key": "workspace:admin",
+    "update_key": "workspace:admin", "revoke_key": "workspace:admin", "rotate_key": "workspace:admin",
+    "list_audit": "workspace:admin",
 }
 
 
@@ -131,6 +133,7 @@ def test_another_workspaces_key_is_answered_like_an_unknown_one(world: World, me
     ("POST", "/v1/workspaces", {"name": "mine now", "credit": "100"}),
     ("POST", "/v1/workspaces/{ws}/credit", {"amount": "100"}),
     ("DELETE", "/v1/workspaces/{ws}", None),
+    ("POST", "/v1/workspaces/{ws}/restore", None),
 ])
 def test_operator_operations_are_refused_whatever_the_workspace(world: World, method: str, path: str,
                                                                 body: dict[str, Any] | None) -> None:
@@ -236,6 +239,7 @@ def test_without_an_admin_scope_every_admin_operation_is_403(world: World) -> No
     secret = world.gw.create_key(scopes=DEFAULT_SCOPES, workspace_id=world.a)
     with world.client(secret) as c:
         for method, path in (("GET", "/v1/workspaces"), ("GET", f"/v1/workspaces/{world.a}"), ("GET", "/v1/keys"),
+                             ("GET", "/v1/audit"),
                              ("POST", "/v1/keys"), ("GET", f"/v1/keys/{world.b_key_id}"),
                              ("DELETE", f"/v1/keys/{world.b_key_id}")):
             r = c.request(method, path, json={"name": "x"} if method == "POST" else None)
@@ -284,3 +288,39 @@ def test_the_cli_stays_the_operators_door(world: World, tmp_path: Path) -> None:
     op_id = world.key_id(secret)
     assert json.loads(cli("keys", "update", op_id, "--scopes", "inference"))["scopes"] == ["inference"]
     assert cli("keys", "revoke", op_id) == f"revoked {op_id}"
+
+
+def test_a_workspace_admin_rotates_its_own_workspaces_keys_only(world: World) -> None:
+    made = world.tenant.post("/v1/keys", json={"name": "svc", "scopes": ["inference"]}).json()
+    r = world.tenant.post(f"/v1/keys/{made['id']}/rotate", json={"grace_seconds": 60})
+    assert r.status_code == 200 and r.json()["workspace_id"] == world.a, r.text
+    with world.client(r.json()["secret"]) as c:
+        assert c.post("/v1/chat/completions", json=CHAT).status_code == 200
+    other = world.tenant.post(f"/v1/keys/{world.b_key_id}/rotate", json={"grace_seconds": 0})
+    unknown = world.tenant.post(f"/v1/keys/{UNKNOWN_KEY}/rotate", json={"grace_seconds": 0})
+    assert_like_unknown(other, unknown, world.b_key_id, UNKNOWN_KEY)
+    world.b_key_untouched()  # its secret still works
+    op_id = world.key_id(world.gw.create_key(scopes=("admin", "inference"), workspace_id=world.a))
+    assert "'admin'" in assert_error(world.tenant.post(f"/v1/keys/{op_id}/rotate"), 403,
+                                     "insufficient_scope")["error"]["message"]
+    me = world.key_id(str(world.tenant.headers["authorization"]).removeprefix("Bearer "))
+    assert_error(world.tenant.post(f"/v1/keys/{me}/rotate"), 403, "cannot_modify_self")
+    assert world.tenant.get("/v1/keys").status_code == 200  # its own secret unchanged
+
+
+def test_a_workspace_admin_reads_its_own_workspaces_audit_log_only(world: World) -> None:
+    made = world.tenant.post("/v1/keys", json={"name": "svc", "scopes": ["inference"]}).json()  # in A, by the tenant
+    assert world.operator.post(f"/v1/workspaces/{world.b}/credit", json={"amount": "1"}).status_code == 200  # in B
+    tenant_id = world.key_id(str(world.tenant.headers["authorization"]).removeprefix("Bearer "))
+    own = world.tenant.get("/v1/audit").json()["data"]
+    assert own and {e["workspace_id"] for e in own} == {world.a}
+    assert [(e["action"], e["actor_key_id"]) for e in own if e["target_id"] == made["id"]] == [
+        ("key.create", tenant_id)]
+    empty = {"object": "list", "data": [], "has_more": False, "next_cursor": None}
+    other = world.tenant.get("/v1/audit", params={"workspace_id": world.b})
+    unknown = world.tenant.get("/v1/audit", params={"workspace_id": UNKNOWN_WS})
+    assert other.status_code == unknown.status_code == 200 and other.json() == unknown.json() == empty
+    for params in ({"target_id": world.b}, {"action": "workspace.credit"}):  # no filter reaches past its workspace
+        assert world.tenant.get("/v1/audit", params=params).json() == empty
+    everything = world.operator.get("/v1/audit", params={"limit": 1000}).json()["data"]
+    assert {world.a, world.b} <= {e["workspace_id"] for e in everything}

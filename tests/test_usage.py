@@ -82,6 +82,17 @@ def test_usage_counts_requests_tokens_and_cost_by_model_and_key(gw: Live) -> Non
     assert rows == {(ids[alice], "acme/paid"): 2, (ids[alice], "acme/free"): 1, (ids[bob], "acme/paid"): 1}
 
 
+def test_a_refused_request_counts_under_the_model_it_was_routed_to(tmp_path: Path) -> None:
+    """402 before any upstream call: the row names the model the policy chose (no model was asked for), never ""."""
+    config = {**CONFIG, "policies": {"default": {"default_model": "acme/paid"}}}
+    with serve(config, tmp_path) as poor:  # no credit
+        refused = httpx.post(f"{poor.url}/v1/chat/completions", headers=poor.headers,
+                             json={"messages": [{"role": "user", "content": "hi"}]})
+        assert refused.status_code == 402, refused.text
+        rows = usage(poor, poor.key, group_by="model,upstream").json()["data"]
+    assert [(r["model"], r["upstream"], r["requests"], r["errors"]) for r in rows] == [("acme/paid", None, 1, 1)]
+
+
 def test_a_key_reads_only_what_its_scopes_allow(gw: Live) -> None:
     alice = gw.create_key(scopes=("inference", "key:read"))
     bob = gw.create_key(scopes=("inference", "key:read"))

@@ -7,18 +7,22 @@ administer what: handlers/administration/tenancy.py); the CLI leaves it at OPERA
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from generated import errors as codes
 from generated import models as api
 from generated.scopes import DEFAULT_SCOPES
 from handlers.administration.tenancy import OPERATOR, Authority
-from handlers.errors import bad_request, not_found
-from handlers.inference.catalog import Catalog
-from handlers.store.base import Key, Limits, Store, Workspace
+from handlers.errors import ApiError, bad_request, not_found
+from handlers.store.base import Key, Limits, Refused, Store, Workspace, WorkspaceRevoked
+from handlers.store.values import money_text
+
+if TYPE_CHECKING:
+    from handlers.inference.catalog import Catalog
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -27,18 +31,27 @@ def _iso(value: datetime | None) -> str | None:
 
 def workspace_out(ws: Workspace) -> api.Workspace:
     """A stored workspace as the API shows it."""
-    return api.Workspace(id=ws.id, object="workspace", name=ws.name, credit=str(ws.credit),
-                         reserved=str(ws.reserved), spend_total=str(ws.spend_total), created_at=_iso(ws.created_at))
+    return api.Workspace(id=ws.id, object="workspace", name=ws.name,
+                         state="active" if ws.revoked_at is None else "revoked", credit=money_text(ws.credit),
+                         reserved=money_text(ws.reserved), spend_total=money_text(ws.spend_total),
+                         created_at=_iso(ws.created_at), revoked_at=_iso(ws.revoked_at))
 
 
 def _limits_out(limits: Limits) -> api.KeyLimits:
-    return api.KeyLimits(budget=None if limits.budget is None else str(limits.budget),
+    return api.KeyLimits(budget=None if limits.budget is None else money_text(limits.budget),
                          budget_period=limits.budget_period, rpm=limits.rpm, tpm=limits.tpm)
 
 
 def _spend_out(key: Key) -> api.KeySpend:
-    return api.KeySpend(total=str(key.spend_total), period=str(key.spend_period), period_start=_iso(key.period_start),
-                        reserved=str(key.reserved))
+    return api.KeySpend(total=money_text(key.spend_total), period=money_text(key.spend_period),
+                        period_start=_iso(key.period_start), reserved=money_text(key.reserved))
+
+
+def rotation_out(key: Key) -> api.KeyRotation | None:
+    """The rotation in its grace period, if one is."""
+    if key.rotated_at is None or not key.rotating(datetime.now(UTC)):
+        return None
+    return api.KeyRotation(rotated_at=_iso(key.rotated_at), previous_secret_expires_at=_iso(key.previous_expires_at))
 
 
 def key_out(key: Key) -> api.Key:
@@ -48,7 +61,7 @@ def key_out(key: Key) -> api.Key:
         scopes=list(key.scopes), models=None if key.models is None else list(key.models),
         policy=key.policy, expires_at=_iso(key.expires_at), created_at=_iso(key.created_at),
         last_used_at=_iso(key.last_used_at), revoked_at=_iso(key.revoked_at),
-        limits=_limits_out(key.limits), spend=_spend_out(key),
+        limits=_limits_out(key.limits), spend=_spend_out(key), rotation=rotation_out(key),
     )
 
 
@@ -129,11 +142,23 @@ def limits(given: api.KeyLimitsInput | None, current: Limits | None = None) -> L
 async def create_key(store: Store, catalog: Catalog, policies: Mapping[str, object], body: api.KeyCreate,
                      default_workspace: str, actor: Authority = OPERATOR) -> api.KeyCreated:
     ws = await workspace(store, body.workspace_id or default_workspace, actor)
-    key, secret = await store.create_key(
-        ws.id, body.name, _new_key_scopes(body, actor), models=models(catalog, body.models),
-        policy=policy(policies, body.policy), expires_at=body.expires_at, limits=limits(body.limits),
-    )
+    with _unless_revoked(ws.id, "new keys"):
+        key, secret = await store.create_key(
+            ws.id, body.name, _new_key_scopes(body, actor), models=models(catalog, body.models),
+            policy=policy(policies, body.policy), expires_at=body.expires_at, limits=limits(body.limits),
+            audit=actor.audit,
+        )
     return api.KeyCreated(**key_out(key).model_dump(), secret=secret)
+
+
+@contextmanager
+def _unless_revoked(workspace_id: str, what: str) -> Iterator[None]:
+    """The store's refusal of a change to a revoked workspace, as the API answers it."""
+    try:
+        yield
+    except WorkspaceRevoked:
+        raise ApiError(codes.WORKSPACE_REVOKED, f"Workspace {workspace_id!r} is revoked: it takes no {what} until it "
+                       "is restored (POST /v1/workspaces/{id}/restore, or `specway workspaces restore`).") from None
 
 
 async def update_key(store: Store, catalog: Catalog, policies: Mapping[str, object], key_id: str,
@@ -150,7 +175,7 @@ async def update_key(store: Store, catalog: Catalog, policies: Mapping[str, obje
     }
     changes = {field: check() for field, check in checks.items() if field in body.model_fields_set}
     if changes:
-        current = _key_found(await store.update_key(key_id, **changes), key_id)
+        current = _key_found(await store.update_key(key_id, audit=actor.audit, **changes), key_id)
     return key_out(current)
 
 
@@ -159,34 +184,57 @@ async def revoke_key(store: Store, key_id: str, actor: Authority = OPERATOR) -> 
         target = await key(store, key_id, actor)
         actor.check_manages(target)
         actor.check_not_self(key_id)
-    return key_out(_key_found(await store.revoke_key(key_id), key_id))
+    return key_out(_key_found(await store.revoke_key(key_id, audit=actor.audit), key_id))
 
 
-async def create_workspace(store: Store, body: api.WorkspaceCreate) -> api.Workspace:
+async def rotate_key(store: Store, key_id: str, body: api.KeyRotate, actor: Authority = OPERATOR) -> api.KeyCreated:
+    """A new secret for the key; the current one stays valid for the body's grace period."""
+    current = await key(store, key_id, actor)
+    actor.check_manages(current)
+    actor.check_not_self(key_id, ("secret",))
+    with _unless_revoked(current.workspace_id, "rotated keys"):
+        rotated = await store.rotate_key(key_id, timedelta(seconds=body.grace_seconds), audit=actor.audit)
+    found, secret = rotated or (None, "")
+    return api.KeyCreated(**key_out(_key_found(found, key_id)).model_dump(), secret=secret)
+
+
+async def create_workspace(store: Store, body: api.WorkspaceCreate, actor: Authority = OPERATOR) -> api.Workspace:
     credit = money(body.credit.root if body.credit else "0", "credit")
-    return workspace_out(await store.create_workspace(body.name, credit))
+    return workspace_out(await store.create_workspace(body.name, credit, audit=actor.audit))
 
 
 async def rename_workspace(store: Store, workspace_id: str, body: api.WorkspaceUpdate,
                            actor: Authority = OPERATOR) -> api.Workspace:
     await workspace(store, workspace_id, actor)
-    ws = await store.rename_workspace(workspace_id, body.name)
+    ws = await store.rename_workspace(workspace_id, body.name, audit=actor.audit)
     return workspace_out(ws or await workspace(store, workspace_id))
 
 
-async def add_credit(store: Store, workspace_id: str, body: api.CreditAdd) -> api.Workspace:
+async def add_credit(store: Store, workspace_id: str, body: api.CreditAdd, actor: Authority = OPERATOR) -> api.Workspace:
     await workspace(store, workspace_id)
-    ws = await store.add_credit(workspace_id, money(body.amount.root, "amount"))
+    amount = money(body.amount.root, "amount")
+    with _unless_revoked(workspace_id, "credit"):
+        try:
+            ws = await store.add_credit(workspace_id, amount, audit=actor.audit)
+        except Refused:
+            left = (await workspace(store, workspace_id)).credit
+            raise bad_request(f"amount: a correction of {money_text(amount)} would take the credit of {workspace_id} "
+                              f"below zero: it has {money_text(left)}, so at most -{money_text(left)} can be taken "
+                              "back.", "amount") from None
     return workspace_out(ws or await workspace(store, workspace_id))
 
 
-async def revoke_workspace(store: Store, workspace_id: str,
-                           actor: Authority = OPERATOR) -> tuple[api.Workspace, list[api.Key]]:
-    """Revoke every key of the workspace; it stays, with its credit and history, for the record."""
+async def revoke_workspace(store: Store, workspace_id: str, actor: Authority = OPERATOR) -> api.Workspace:
+    """Revoke the workspace: a state that refuses its keys, new keys and credit until it is restored. It stays, with
+    its credit, keys and history; its keys keep their own state (one revoked by itself stays revoked on restore)."""
     ws = await workspace(store, workspace_id, actor)
     actor.check_not_own_workspace(ws.id)
-    revoked = [await revoke_key(store, k.id) for k in await store.list_keys(workspace_id) if k.revoked_at is None]
-    return workspace_out(ws), revoked
+    return workspace_out(await store.set_workspace_revoked(ws.id, True, audit=actor.audit) or ws)
+
+
+async def restore_workspace(store: Store, workspace_id: str, actor: Authority = OPERATOR) -> api.Workspace:
+    ws = await workspace(store, workspace_id)
+    return workspace_out(await store.set_workspace_revoked(ws.id, False, audit=actor.audit) or ws)
 
 
 def money(text: str, param: str) -> Decimal:

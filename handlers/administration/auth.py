@@ -1,7 +1,8 @@
 """Relay-key authentication: a hash, an indexed read, and a short in-process cache.
 
-A key revoked or expired in the store stops working within `server.key_cache_seconds`:
-cached entries are trusted only that long. Unknown keys are never cached, so a new key works at once.
+A key revoked or expired in the store, or whose workspace is revoked (the lookup reads the workspace's state with the
+key), stops working within `server.key_cache_seconds`: cached entries are trusted only that long. Unknown keys are
+never cached, so a new key works at once.
 
 While the store cannot be reached (StoreUnavailable), a key this process has seen keeps working from its last
 cached entry, stale or not, for as long as the store is away; a key revoked or changed through this process was
@@ -125,6 +126,8 @@ class KeyCache:
                 "('x-goog-api-key' or ?key= on the Gemini paths)."
             )
         key = await self.lookup(secret)
+        if key is not None and key.revoked_at is None and key.workspace_revoked_at is not None:
+            raise ApiError(codes.INVALID_API_KEY, "The relay key's workspace is revoked.")
         if key is None or not key.active(datetime.now(UTC)):
             raise ApiError(codes.INVALID_API_KEY, "The relay key is not valid: unknown, revoked or expired.")
         if not holds(key.scopes, scope):
@@ -134,6 +137,10 @@ class KeyCache:
     def forget(self, key_id: str) -> None:
         """Drop a key from this process's cache at once (used after revoking or changing it here)."""
         self._entries = {d: e for d, e in self._entries.items() if e[0].id != key_id}
+
+    def forget_workspace(self, workspace_id: str) -> None:
+        """Drop every key of a workspace at once (after revoking or restoring it here)."""
+        self._entries = {d: e for d, e in self._entries.items() if e[0].workspace_id != workspace_id}
 
     def start(self) -> None:
         self._toucher.start()

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from generated import errors as codes
 from generated.scopes import ADMIN, WORKSPACE_ADMIN
 from handlers.errors import ApiError
-from handlers.store.base import Key
+from handlers.store.base import Actor, Key
 
 _ALSO_GRANTED_BY = {WORKSPACE_ADMIN: ADMIN}  # a scope an operation needs -> the scope that grants it too
 
@@ -46,6 +46,11 @@ class Authority:
     @property
     def operator(self) -> bool:
         return self.caller is None or ADMIN in self.caller.scopes
+
+    @property
+    def audit(self) -> Actor:
+        """Who the audit log names for this caller's changes: its key, or the CLI."""
+        return Actor(None if self.caller is None else self.caller.id)
 
     @property
     def workspace_id(self) -> str | None:

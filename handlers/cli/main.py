@@ -1,130 +1,33 @@
-"""The specway command: serve, keys, workspaces, models, db, generate."""
+"""The specway command: serve, keys, workspaces, usage, audit, models, db, generate.
+
+Building the parser imports nothing but the standard library and the spec's scope names; each command imports what
+it needs when it runs, so that `specway --help` and the read-only commands start at once.
+"""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import logging
-import logging.config
 import os
-import resource
 import sys
-import tempfile
 from typing import Any
 
-from generated.config import Config
-from generated.scopes import SCOPES
-from handlers import config as config_mod
-from handlers.cli.admin import StoreUnreachable, add_parsers, default_workspace, redact, with_store
+from handlers.cli.admin import StoreUnreachable, Unreachable, add_parsers
 from handlers.cli.models import add_parser as add_models_parser
-from handlers.metering.ratelimit import RedisLimiter
-from handlers.store.base import Store
-
-
-async def first_key(store: Store, _cfg: object = None) -> str | None:
-    """On a fresh store, a first key with every scope, so the quickstart needs nothing else."""
-    if await store.list_keys():
-        return None
-    _, secret = await store.create_key(await default_workspace(store), "first key", SCOPES)
-    return secret
-
-
-class Unreachable(Exception):
-    """A dependency the configuration names cannot be reached; startup stops with this message."""
-
-
-async def _ready_first_key(store: Store, cfg: Config) -> str | None:
-    """Fail fast when an upstream's key variable is unset or Redis is configured but away; then the first key on a
-    fresh store."""
-    for name, settings in cfg.upstreams.items():
-        config_mod.api_key(name, settings)  # a ConfigError names the variable
-    from handlers.observability.metrics import token
-
-    token(cfg.server)  # likewise the /metrics token's, before any worker starts (and restarts) on it
-    url = cfg.limits.redis_url
-    if url:
-        limiter = RedisLimiter(url)
-        try:
-            await limiter.ping()
-        except Exception as exc:  # noqa: BLE001 - whatever the cause, say which dependency and stop
-            raise Unreachable(f"cannot reach Redis at {redact(url)} ({type(exc).__name__}: {exc})") from None
-        finally:
-            await limiter.aclose()
-    return await first_key(store)
-
-
-def _logging(level: str) -> dict[str, Any]:
-    """Every log as JSON lines on stderr (stdout carries only what a script captures: a new key)."""
-    return {
-        "version": 1,
-        "disable_existing_loggers": False,
-        "formatters": {"json": {"()": "handlers.observability.requestlog.JsonLines"}},
-        "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "json", "stream": "ext://sys.stderr"}},
-        "root": {"handlers": ["stderr"], "level": level.upper()},
-        "loggers": {"uvicorn": {"level": level.upper()}, "uvicorn.access": {"level": "WARNING"}},
-    }
-
-
-def _share_metrics_between_workers() -> None:
-    """prometheus-client's multiprocess mode: set before any worker imports it."""
-    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="specway-metrics-")
-
-
-def _raise_open_files_limit(connections: int) -> None:
-    """Every connection is an open file, and so is each upstream call it makes: take the hard limit, as Go's runtime
-    does, and say so when even that cannot fit `server.max_connections` twice over."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    want = hard if hard != resource.RLIM_INFINITY else max(soft, 2 * connections + 100)
-    if soft != resource.RLIM_INFINITY and soft < want:
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
-            soft = want
-        except (ValueError, OSError):
-            pass
-    if soft != resource.RLIM_INFINITY and soft < 2 * connections + 100:
-        logging.getLogger("specway").warning(
-            "the open-files limit (%d) is below twice server.max_connections (%d): connections beyond it will be "
-            "refused by the system, not answered 503; raise `ulimit -n` or lower server.max_connections", soft,
-            connections)
+from handlers.config_names import DEFAULT_FILE, ENV_CONFIG, ConfigError
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    import uvicorn
+    from handlers.cli.serve import cmd_serve as serve
 
-    from handlers.edge import connections
-
-    cfg = config_mod.load(args.config)
-    server = cfg.server
-    logging.config.dictConfig(_logging(server.log_level))  # uvicorn applies the same; this covers what comes first
-    host, port = args.host or server.host, args.port if args.port is not None else server.port
-    workers = args.workers or server.workers
-    secret = asyncio.run(with_store(args.config, _ready_first_key))
-    if secret:
-        print("Created the first relay key (it is shown only this once):", file=sys.stderr)
-        print(secret, flush=True)
-    if args.config:
-        os.environ[config_mod.ENV_CONFIG] = os.path.abspath(args.config)
-    _raise_open_files_limit(server.max_connections)
-    log_level = server.log_level
-    # No WebSockets: the API has none, and an upgraded connection would leave the connection count behind.
-    common: dict[str, Any] = {"host": host, "port": port, "log_level": log_level, "loop": "uvloop", "ws": "none",
-                              "http": connections.protocol(server), "timeout_keep_alive": server.keepalive_seconds,
-                              "timeout_graceful_shutdown": server.drain_seconds,
-                              "log_config": _logging(log_level), "access_log": False}
-    if workers > 1:
-        _share_metrics_between_workers()
-        uvicorn.run("handlers.edge.app:factory", factory=True, workers=workers,
-                    timeout_worker_healthcheck=server.worker_healthcheck_seconds, **common)
-    else:
-        from handlers.edge.app import create_app
-
-        uvicorn.run(create_app(cfg), **common)
-    return 0
+    return serve(args)
 
 
 def cmd_db(args: argparse.Namespace) -> int:
-    async def noop(store: Store, _cfg: object) -> None:
+    import asyncio
+
+    from handlers.cli.actions import with_store
+
+    async def noop(store: Any, _cfg: object) -> None:
         return None
 
     asyncio.run(with_store(args.config, noop))  # opening the store applies pending migrations
@@ -147,24 +50,37 @@ def _version() -> str:
         return "(not installed)"
 
 
+class _Version(argparse.Action):
+    """--version, read from the installed package's metadata only when asked."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        print(f"specway {_version()}")
+        parser.exit()
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="specway", description="A self-hostable LLM API gateway.")
-    p.add_argument("--config", "-c", help=f"configuration file (default: ${config_mod.ENV_CONFIG}, else "
-                   f"./{config_mod.DEFAULT_FILE} when there is one, else built-in)")
-    p.add_argument("--version", action="version", version=f"specway {_version()}")
+    p.add_argument("--config", "-c", help=f"configuration file (default: ${ENV_CONFIG}, else ./{DEFAULT_FILE} when "
+                   "there is one, else built-in)")
+    p.add_argument("--version", action=_Version, nargs=0, help="print the installed version and exit")
     sub = p.add_subparsers(dest="command", required=True)
-    s = sub.add_parser("serve", help="run the gateway")
-    s.add_argument("--host")
-    s.add_argument("--port", type=int)
-    s.add_argument("--workers", type=int)
+    s = sub.add_parser("serve", help="run the gateway", description="Run the gateway. A fresh store gets a first "
+                       "relay key with every scope, printed once, alone on stdout.")
+    s.add_argument("--host", help="the address to listen on (default: server.host, 127.0.0.1; 0.0.0.0 for every "
+                   "interface, to serve other machines)")
+    s.add_argument("--port", type=int, help="the port to listen on (default: server.port, 8080)")
+    s.add_argument("--workers", type=int, help="worker processes sharing the port (default: server.workers, 1)")
     s.set_defaults(fn=cmd_serve)
     add_parsers(sub)
     add_models_parser(sub)
     d = sub.add_parser("db", help="database schema")
-    d.add_argument("action", choices=["upgrade"])
-    d.set_defaults(fn=cmd_db)
+    dsub = d.add_subparsers(dest="action", required=True)
+    du = dsub.add_parser("upgrade", help="apply pending schema migrations, then exit",
+                         description="Apply the schema migrations the store does not have yet (serve applies them at "
+                         "start too), then exit: from a deploy step, before starting new replicas.")
+    du.set_defaults(fn=cmd_db)
     g = sub.add_parser("generate", help="regenerate openapi.json and generated/ from specs/")
-    g.add_argument("--check", action="store_true")
+    g.add_argument("--check", action="store_true", help="fail with a diff when anything generated is stale")
     g.set_defaults(fn=cmd_generate)
     return p
 
@@ -173,7 +89,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return int(args.fn(args))
-    except (config_mod.ConfigError, Unreachable, StoreUnreachable) as exc:
+    except BrokenPipeError:  # `specway keys list | head`: the reader has gone, and that is no error of ours
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # Python's last flush of stdout would raise again
+        return 1
+    except (ConfigError, Unreachable, StoreUnreachable) as exc:
         print(f"specway: {exc}", file=sys.stderr)
         return 2
 

@@ -6,14 +6,16 @@ import argparse
 import dataclasses
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from handlers.inference import known
-from handlers.inference.upstreams.registry import KINDS
+if TYPE_CHECKING:  # imported when the command runs: the data packages take a while to load
+    from handlers.inference import known
 
 
 def _providers(kind: str | None) -> dict[known.DataProvider, list[str]]:
     """Each provider the data is looked up among, with the upstream kinds that serve its models."""
+    from handlers.inference.upstreams.registry import KINDS
+
     found: dict[known.DataProvider, list[str]] = {}
     for name, cls in KINDS.items():
         for provider in cls.data_providers() if kind in (None, name) else ():
@@ -28,8 +30,16 @@ def _shown(data: known.Known, kinds: list[str]) -> dict[str, Any]:
 
 
 def cmd_lookup(args: argparse.Namespace) -> int:
+    from handlers.inference import known
+
+    providers = _providers(args.provider)
+    if not providers:
+        every = sorted(kind for kinds in _providers(None).values() for kind in kinds)
+        print(f"specway: --provider {args.provider!r} is not an upstream kind the data covers: {', '.join(every)}",
+              file=sys.stderr)
+        return 2
     matches = []
-    for provider, kinds in _providers(args.provider).items():
+    for provider, kinds in providers.items():
         data = known.lookup(provider, args.name)
         if data is not None:
             matches.append(_shown(data, kinds))
@@ -47,6 +57,7 @@ def add_parser(sub: Any) -> None:
     msub = m.add_subparsers(dest="action", required=True)
     lk = msub.add_parser("lookup", help="prices per million tokens, window, most output and abilities, as JSON")
     lk.add_argument("name", help="the model's name at its upstream, e.g. gpt-4o-mini or claude-sonnet-4-5-20250929")
-    lk.add_argument("--provider", choices=sorted(k for k, c in KINDS.items() if c.data_providers()),
-                    help="look among this upstream kind's models only (default: every kind the data covers)")
+    lk.add_argument("--provider", metavar="KIND",
+                    help="look among this upstream kind's models only, e.g. anthropic (default: every kind the data "
+                    "covers)")
     lk.set_defaults(fn=cmd_lookup)

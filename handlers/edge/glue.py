@@ -35,13 +35,16 @@ async def authenticate(request: ConnexionRequest, scope: str, credentials: Crede
     return await gateway.current().keys.authenticate(secret, scope)
 
 
-async def parse_body(request: ConnexionRequest, model: type[M]) -> M:
+async def parse_body(request: ConnexionRequest, model: type[M], required: bool = True) -> M:
+    """The body as its generated model; an empty one, where the spec does not require a body, is the defaults."""
     encoding = request.headers.get("content-encoding", "identity").strip().lower()
     if encoding not in ("", "identity"):
         raise ApiError(codes.UNSUPPORTED_CONTENT_ENCODING,
                        "The body must not be compressed: Content-Encoding is not supported; send plain JSON.")
     raw = await request.body()
     if not raw.strip():
+        if not required:
+            return model()
         raise bad_request("The body is empty: send a JSON object.")
     check_json(raw)
     try:

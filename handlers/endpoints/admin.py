@@ -10,6 +10,7 @@ from starlette.responses import Response
 from generated import models
 from handlers import gateway
 from handlers.administration import accounts as admin
+from handlers.administration import audit
 from handlers.administration.auth import Principal
 from handlers.administration.tenancy import Authority
 from handlers.edge.responses import model_response
@@ -26,7 +27,7 @@ async def list_workspaces(principal: Principal) -> Response:
 
 
 async def create_workspace(principal: Principal, body: models.WorkspaceCreate) -> Response:
-    return model_response(await admin.create_workspace(gateway.current().store, body), status=201)
+    return model_response(await admin.create_workspace(gateway.current().store, body, _actor(principal)), status=201)
 
 
 async def get_workspace(principal: Principal, workspace_id: str) -> Response:
@@ -41,14 +42,20 @@ async def update_workspace(principal: Principal, body: models.WorkspaceUpdate, w
 
 async def revoke_workspace(principal: Principal, workspace_id: str) -> Response:
     gw = gateway.current()
-    ws, revoked = await admin.revoke_workspace(gw.store, workspace_id, _actor(principal))
-    for key in revoked:
-        gw.keys.forget(key.id)
+    ws = await admin.revoke_workspace(gw.store, workspace_id, _actor(principal))
+    gw.keys.forget_workspace(ws.id)  # at once here; other processes within server.key_cache_seconds
+    return model_response(ws)
+
+
+async def restore_workspace(principal: Principal, workspace_id: str) -> Response:
+    gw = gateway.current()
+    ws = await admin.restore_workspace(gw.store, workspace_id, _actor(principal))
+    gw.keys.forget_workspace(ws.id)
     return model_response(ws)
 
 
 async def add_credit(principal: Principal, body: models.CreditAdd, workspace_id: str) -> Response:
-    return model_response(await admin.add_credit(gateway.current().store, workspace_id, body))
+    return model_response(await admin.add_credit(gateway.current().store, workspace_id, body, _actor(principal)))
 
 
 async def list_keys(principal: Principal, workspace_id: str | None = None) -> Response:
@@ -81,3 +88,19 @@ async def revoke_key(principal: Principal, key_id: str) -> Response:
     key = await admin.revoke_key(gw.store, key_id, _actor(principal))
     gw.keys.forget(key.id)
     return model_response(key)
+
+
+async def rotate_key(principal: Principal, body: models.KeyRotate, key_id: str) -> Response:
+    gw = gateway.current()
+    rotated = await admin.rotate_key(gw.store, key_id, body, _actor(principal))
+    gw.keys.forget(rotated.id)
+    return model_response(rotated)
+
+
+async def list_audit(principal: Principal, limit: int | None = None, cursor: str | None = None,
+                     workspace_id: str | None = None, key_id: str | None = None, action: str | None = None,
+                     target_id: str | None = None, since: str | None = None, until: str | None = None) -> Response:
+    found, next_cursor = await audit.page(gateway.current().store, _actor(principal), limit=limit, cursor=cursor,
+                                          workspace_id=workspace_id, key_id=key_id, action=action,
+                                          target_id=target_id, since=since, until=until)
+    return model_response(audit.list_out(found, next_cursor))

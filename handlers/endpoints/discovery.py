@@ -15,6 +15,7 @@ from handlers.edge.responses import json_response, model_response
 from handlers.errors import ApiError, not_found
 from handlers.inference.catalog import SOURCED_FIELDS, Catalog, Model
 from handlers.inference.formats import FORMATS
+from handlers.store.values import money_text
 
 # An answer's id is its decision id after its format's prefix (chatcmpl-, msg_, resp_).
 _DECISION_PREFIXES = tuple(fmt.VOCABULARY.id_prefix for fmt in FORMATS.values())
@@ -76,11 +77,13 @@ async def get_key(principal: Principal) -> Response:
     ws = await gw.store.get_workspace(key.workspace_id)
     if ws is None:
         raise ApiError(codes.INVALID_API_KEY, "The relay key's workspace no longer exists.")
-    summary = {"id": ws.id, "name": ws.name, "credit": str(ws.credit), "reserved": str(ws.reserved)}
+    summary = {"id": ws.id, "name": ws.name, "credit": money_text(ws.credit), "reserved": money_text(ws.reserved)}
     # Not a models.KeyInfo: the answer has always carried workspace_id and revoked_at too, which KeyInfo does not
     # declare (a model would drop them).
     shown = admin.key_out(key).model_dump()
-    return json_response({**shown, "workspace": summary, "policy": key.policy or gw.config.default_policy})
+    secret = "previous" if principal.key.by_previous_secret else "current"
+    return json_response({**shown, "workspace": summary, "policy": key.policy or gw.config.default_policy,
+                          "secret": secret})
 
 
 async def explain_decision(principal: Principal, decision_id: str) -> Response:

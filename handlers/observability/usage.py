@@ -8,6 +8,7 @@ from typing import Any
 
 from handlers.errors import bad_request
 from handlers.store.usage import Counts, Group
+from handlers.store.values import money_text
 
 DIMENSIONS = {"workspace": 1, "key": 2, "model": 3, "upstream": 4}  # group_by word -> index in a rollup's Group
 _FIELD = {"workspace": "workspace_id", "key": "key_id", "model": "model", "upstream": "upstream"}
@@ -37,7 +38,7 @@ def _counts(c: Counts) -> dict[str, Any]:
     return {"requests": c.requests, "errors": c.errors, "input_tokens": c.input_tokens,
             "output_tokens": c.output_tokens, "cached_input_tokens": c.cached_input_tokens,
             "cache_write_tokens": c.cache_write_tokens, "reasoning_tokens": c.reasoning_tokens,
-            "cost": str(c.cost)}
+            "cost": money_text(c.cost)}
 
 
 def report(rows: list[tuple[Group, Counts]], start: datetime, end: datetime, bucket: str,
@@ -51,7 +52,7 @@ def report(rows: list[tuple[Group, Counts]], start: datetime, end: datetime, buc
     data = []
     for key in sorted(grouped):
         row: dict[str, Any] = {"start": key[0].isoformat()}
-        row.update({_FIELD[d]: value for d, value in zip(group_by, key[1:], strict=True)})
+        row.update({_FIELD[d]: value or None for d, value in zip(group_by, key[1:], strict=True)})  # "": none
         data.append(row | _counts(grouped[key]))
     return {"object": "usage", "start": start.isoformat(), "end": end.isoformat(), "bucket": bucket,
             "group_by": group_by, "data": data, "totals": _counts(totals)}

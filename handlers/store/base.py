@@ -13,14 +13,15 @@ import logging
 import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Any, Literal
-
-from prometheus_client import Histogram
+from typing import TYPE_CHECKING, Any, Literal
 
 from generated import scopes as spec_scopes
 from generated.config import StoreSettings
+
+if TYPE_CHECKING:
+    from prometheus_client import Histogram
 
 DEFAULT_TIMEOUT = float(StoreSettings().timeout_seconds)  # seconds: the config's default, for stores opened without one
 SCOPES = spec_scopes.SCOPES  # every relay-key scope: the spec's Scope enum
@@ -53,6 +54,11 @@ class Workspace:
     reserved: Decimal  # held by requests in flight
     spend_total: Decimal
     created_at: datetime
+    revoked_at: datetime | None = None  # a state: its keys are refused, it takes no keys or credit, until restored
+
+
+class WorkspaceRevoked(Exception):
+    """A change a revoked workspace does not take (a new key, credit), refused inside the transaction that read it."""
 
 
 @dataclass(slots=True)
@@ -73,9 +79,53 @@ class Key:
     spend_period: Decimal = Decimal(0)  # spend in the current budget period
     period_start: datetime | None = None
     reserved: Decimal = Decimal(0)
+    workspace_revoked_at: datetime | None = None  # read with the key, so a cached key carries its workspace's state
+    rotated_at: datetime | None = None  # the last rotation: a new secret for the same key
+    previous_expires_at: datetime | None = None  # until when the secret before it still works (its grace)
+    by_previous_secret: bool = False  # this copy was found by that previous secret
 
     def active(self, now: datetime) -> bool:
-        return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)
+        previous_ok = not self.by_previous_secret or (self.previous_expires_at is not None
+                                                      and self.previous_expires_at > now)
+        return (self.revoked_at is None and self.workspace_revoked_at is None and previous_ok
+                and (self.expires_at is None or self.expires_at > now))
+
+    def rotating(self, now: datetime) -> bool:
+        """Whether the previous secret of a rotation still works."""
+        return self.previous_expires_at is not None and self.previous_expires_at > now
+
+
+@dataclass(frozen=True, slots=True)
+class Actor:
+    """Who makes an administration change, for the audit log: a relay key, or the operator's CLI (None)."""
+
+    key_id: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AuditEntry:
+    """One administration change: who, when, what, and each field it changed, before and after (never a secret)."""
+
+    id: str
+    at: datetime
+    actor_key_id: str | None  # None: the operator's CLI
+    action: str  # workspace.create, key.rotate, ... (handlers/store/audit.py)
+    target_type: str  # workspace, key, config
+    target_id: str
+    workspace_id: str | None  # the workspace it concerns (None: none, a configuration reload)
+    changes: dict[str, dict[str, Any]]  # field -> {"before": value or None, "after": value or None}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AuditQuery:
+    limit: int = 100
+    before: tuple[datetime, str] | None = None  # a cursor: only entries older than this (time, id)
+    workspace_id: str | None = None
+    actor_key_id: str | None = None
+    action: str | None = None
+    target_id: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
 
 
 class Refused(Exception):
@@ -130,10 +180,15 @@ FinishRule = Callable[[Books, Decimal | None], Books]
 LeaseRule = Callable[[Books, LeaseReport, datetime], tuple[Books, bool]]
 
 
-# Defined with the store, whose layer is below observability's; /metrics serves it with the others.
-STORE_WAIT = Histogram("specway_store_wait_seconds", "Time a store call waited for its connection, by path: read "
-                       "(key lookups and other reads) or write (transactions: holds, the writer)", ["path"],
-                       buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0))
+@functools.cache
+def store_wait() -> Histogram:
+    """Defined with the store, whose layer is below observability's; /metrics serves it with the others. Made at the
+    first store call, so that a command that never waits on a store never loads prometheus_client."""
+    from prometheus_client import Histogram
+
+    return Histogram("specway_store_wait_seconds", "Time a store call waited for its connection, by path: read "
+                     "(key lookups and other reads) or write (transactions: holds, the writer)", ["path"],
+                     buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0))
 
 
 class Outage:
@@ -173,7 +228,8 @@ class Store(abc.ABC):
 
     # workspaces
     @abc.abstractmethod
-    async def create_workspace(self, name: str, credit: Decimal = Decimal(0)) -> Workspace: ...
+    async def create_workspace(self, name: str, credit: Decimal = Decimal(0), *,
+                               audit: Actor | None = None) -> Workspace: ...
 
     @abc.abstractmethod
     async def get_workspace(self, workspace_id: str) -> Workspace | None: ...
@@ -182,10 +238,16 @@ class Store(abc.ABC):
     async def list_workspaces(self) -> list[Workspace]: ...
 
     @abc.abstractmethod
-    async def rename_workspace(self, workspace_id: str, name: str) -> Workspace | None: ...
+    async def rename_workspace(self, workspace_id: str, name: str, *, audit: Actor | None = None) -> Workspace | None: ...
 
     @abc.abstractmethod
-    async def add_credit(self, workspace_id: str, amount: Decimal) -> Workspace | None: ...
+    async def add_credit(self, workspace_id: str, amount: Decimal, *, audit: Actor | None = None) -> Workspace | None:
+        """Add to the balance (negative: a correction); WorkspaceRevoked when the workspace is revoked."""
+
+    @abc.abstractmethod
+    async def set_workspace_revoked(self, workspace_id: str, revoked: bool, *,
+                                    audit: Actor | None = None) -> Workspace | None:
+        """Revoke (keeping the first time when revoked already) or restore a workspace; None when unknown."""
 
     # keys
     @abc.abstractmethod
@@ -199,12 +261,22 @@ class Store(abc.ABC):
         policy: str | None = None,
         expires_at: datetime | None = None,
         limits: Limits | None = None,
+        audit: Actor | None = None,
     ) -> tuple[Key, str]:
-        """Create a key; return it and its secret (the only time the secret exists in clear)."""
+        """Create a key; return it and its secret (the only time the secret exists in clear). LookupError for an
+        unknown workspace, WorkspaceRevoked for a revoked one."""
 
     @abc.abstractmethod
     async def key_by_secret(self, secret: str) -> Key | None:
-        """One indexed read by the secret's hash."""
+        """One indexed read by the secret's hash, current or previous (`by_previous_secret` says which; whether the
+        previous one's grace is over is for the caller to judge, as `Key.active` does)."""
+
+    @abc.abstractmethod
+    async def rotate_key(self, key_id: str, grace: timedelta, *,
+                         audit: Actor | None = None) -> tuple[Key, str] | None:
+        """A new secret for the key (same id, limits, spend); the current one stays valid for `grace` (none when it is
+        zero), replacing any earlier previous secret. Returns the key and the new secret; None for an unknown key;
+        WorkspaceRevoked for a key of a revoked workspace."""
 
     @abc.abstractmethod
     async def get_key(self, key_id: str) -> Key | None: ...
@@ -213,11 +285,11 @@ class Store(abc.ABC):
     async def list_keys(self, workspace_id: str | None = None) -> list[Key]: ...
 
     @abc.abstractmethod
-    async def update_key(self, key_id: str, **changes: Any) -> Key | None:
+    async def update_key(self, key_id: str, *, audit: Actor | None = None, **changes: Any) -> Key | None:
         """Change name, scopes, models, policy, expires_at or limits."""
 
     @abc.abstractmethod
-    async def revoke_key(self, key_id: str) -> Key | None: ...
+    async def revoke_key(self, key_id: str, *, audit: Actor | None = None) -> Key | None: ...
 
     @abc.abstractmethod
     async def touch_keys(self, last_used: dict[str, datetime]) -> None:
@@ -280,3 +352,16 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def prune_decisions(self, older_than: datetime) -> int: ...
+
+    # the audit log: each administration method above given an `audit` actor writes one entry, in its own
+    # transaction, when it changed something
+    @abc.abstractmethod
+    async def record_audit(self, entry: AuditEntry) -> None:
+        """Write an entry for a change made outside the store (a configuration reload)."""
+
+    @abc.abstractmethod
+    async def audit_entries(self, query: AuditQuery) -> list[AuditEntry]:
+        """Entries newest first, as the query filters and pages them (up to `query.limit`)."""
+
+    @abc.abstractmethod
+    async def prune_audit(self, older_than: datetime) -> int: ...

@@ -14,10 +14,12 @@ from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiosqlite
-import asyncpg
+
+if TYPE_CHECKING:
+    import asyncpg
 
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 PG_LOCK_ID = 0x53_70_65_63_77_61_79  # "Specway": the advisory lock every PostgreSQL startup queues on

@@ -21,7 +21,7 @@ import asyncpg
 
 from handlers.errors import StoreUnavailable
 
-from .base import DEFAULT_TIMEOUT, STORE_WAIT
+from .base import DEFAULT_TIMEOUT, store_wait
 from .migrations import migrate_postgres
 from .sqlbase import SQLStore
 
@@ -123,7 +123,7 @@ class PostgresStore(SQLStore):
                 conn = await pool.acquire()
         except _UNREACHABLE as exc:
             raise _unavailable(exc) from None
-        STORE_WAIT.labels("write" if transaction else "read").observe(loop.time() - asked)
+        store_wait().labels("write" if transaction else "read").observe(loop.time() - asked)
         try:
             tx = conn.transaction() if transaction else None
             try:

@@ -1,92 +1,44 @@
-"""What the SQLite and PostgreSQL stores share: every query, and the transactions that apply the money rules.
+"""What the SQLite and PostgreSQL stores share on top of workspaces and keys (sqlaccounts.py): the transactions that
+apply the money rules, the owners' heartbeats, the decision records and their usage rollups.
 
 A backend only connects, opens transactions and binds values. What a budget or a balance allows is decided by the
 rule each money call is given (handlers/metering/money.py), on rows read and locked here; this module writes its
-result and keeps the rows (reservations, leases) in order. The SQL here is written once with $n
-placeholders (the SQLite backend rewrites them to ?n); `lock` is " FOR UPDATE" on PostgreSQL and empty on
-SQLite, whose BEGIN IMMEDIATE already locks the whole database. Every read-modify-write runs in `_tx()` and
-locks rows in one order — reservation, key, workspace — so concurrent transactions cannot deadlock.
+result and keeps the rows (reservations, leases) in order, locking them in one order — reservation, key,
+workspace — so concurrent transactions cannot deadlock (sqlcore.py says how the SQL is written once for both).
 """
 
 from __future__ import annotations
 
-import abc
 import json
 from collections.abc import Sequence
-from contextlib import AbstractAsyncContextManager
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Any, Protocol
+from typing import Any
 
 from . import usage
 from .base import (
     Books,
     FinishRule,
     HoldRule,
-    Key,
     LeaseGrant,
     LeaseReport,
     LeaseRule,
-    Limits,
     Refused,
-    Store,
-    Workspace,
-    hash_secret,
-    new_secret,
 )
+from .sqlaccounts import SQLAccounts
+from .sqlcore import LEASES, Conn, sql_insert, sql_marks, sql_select, sql_update
 from .values import (
-    apply_key_changes,
     as_money,
     as_time,
-    key_row,
     new_id,
-    period_floor,
     to_decision,
-    to_key,
-    to_workspace,
     utc,
     utcnow,
-    validate_limits,
-    validate_scopes,
 )
 
-UPDATABLE = frozenset({"name", "scopes", "models", "policy", "expires_at", "limits"})
-WS_COLS = ("id", "name", "credit", "reserved", "spend_total", "created_at")
-KEY_COLS = (
-    "id", "workspace_id", "name", "hint", "scopes", "models", "policy", "expires_at", "created_at",
-    "last_used_at", "revoked_at", "budget", "budget_period", "rpm", "tpm", "spend_total", "spend_period",
-    "period_start", "reserved",
-)  # fmt: skip
-_KEY_FIXED = {"id", "workspace_id", "hint", "created_at"}
-
-
-def _select(table: str, cols: Sequence[str], where: str = "") -> str:
-    return f"SELECT {', '.join(cols)} FROM {table}{where}"
-
-
-def _insert(table: str, cols: Sequence[str]) -> str:
-    return f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join(f'${i}' for i in range(1, len(cols) + 1))})"
-
-
-def _marks(values: Sequence[Any], after: int = 0) -> str:
-    """$n placeholders for `values`, numbered from after + 1."""
-    return ", ".join(f"${i}" for i in range(after + 1, after + len(values) + 1))
-
-
-def _update(table: str, cols: Sequence[str]) -> str:
-    """UPDATE table SET col = $2, … WHERE id = $1."""
-    sets = ", ".join(f"{col} = ${i}" for i, col in enumerate(cols, start=2))
-    return f"UPDATE {table} SET {sets} WHERE id = $1"
-
-
-_KEY_MUTABLE = tuple(c for c in KEY_COLS if c not in _KEY_FIXED)
-_UPDATE_KEY = _update("keys", _KEY_MUTABLE)
-_SETTLED_SINCE = ("SELECT cost FROM reservations WHERE key_id = $1 AND state <> 'held' AND cost IS NOT NULL"
-                  " AND finished_at >= $2")  # settled, or a released lease's charges
-_LEASES = "SELECT key_id, workspace_id, amount, in_flight FROM reservations WHERE state = 'held' AND lease = TRUE"
 _LEASE_COLS = ("id", "key_id", "workspace_id", "amount", "state", "created_at", "lease", "cost", "in_flight", "owner")
 _DECISION_COLS = ("id", "created_at", "workspace_id", "key_id", "record")
-_SAVE_DECISION = (f"{_insert('decisions', _DECISION_COLS)} ON CONFLICT (id) DO UPDATE SET "
+_SAVE_DECISION = (f"{sql_insert('decisions', _DECISION_COLS)} ON CONFLICT (id) DO UPDATE SET "
                   + ", ".join(f"{col} = excluded.{col}" for col in _DECISION_COLS[1:]))
 _BEAT = ("INSERT INTO owners (id, heartbeat_at) VALUES ($1, $2)"
          " ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at")
@@ -100,167 +52,8 @@ _FORGET = ("DELETE FROM owners WHERE heartbeat_at < $1 AND id <> $2 AND NOT EXIS
 LEASE_ROTATE = timedelta(seconds=60)
 
 
-class Conn(Protocol):
-    """The four calls the shared code makes; rows are read by column name."""
-
-    async def fetchrow(self, sql: str, *args: Any) -> Any: ...
-
-    async def fetch(self, sql: str, *args: Any) -> list[Any]: ...
-
-    async def execute(self, sql: str, *args: Any) -> int:
-        """Run one statement; return the number of rows it changed."""
-
-    async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None: ...
-
-
-class SQLStore(Store):
-    lock: str = ""  # appended to SELECTs whose rows the transaction is about to change
-    usage_lock: str = ""  # a statement that serializes rollup writers (SQLite's BEGIN IMMEDIATE already does)
-    migrated: tuple[int, ...] = ()  # the schema versions the last open() applied
-
-    @abc.abstractmethod
-    def _tx(self) -> AbstractAsyncContextManager[Conn]:
-        """A transaction that commits on success, rolls back on any exception."""
-
-    @abc.abstractmethod
-    def _read(self) -> AbstractAsyncContextManager[Conn]:
-        """A connection for single-statement reads of committed data."""
-
-    async def _one(self, sql: str, *args: Any) -> Any:
-        async with self._read() as conn:
-            return await conn.fetchrow(sql, *args)
-
-    async def _all(self, sql: str, *args: Any) -> list[Any]:
-        async with self._read() as conn:
-            return await conn.fetch(sql, *args)
-
-    async def _locked_key(self, tx: Conn, key_id: str) -> Key | None:
-        row = await tx.fetchrow(_select("keys", KEY_COLS, " WHERE id = $1") + self.lock, key_id)
-        return None if row is None else to_key(row)
-
-    async def _locked_workspace(self, tx: Conn, workspace_id: str) -> Workspace | None:
-        row = await tx.fetchrow(_select("workspaces", WS_COLS, " WHERE id = $1") + self.lock, workspace_id)
-        return None if row is None else to_workspace(row)
-
-    # workspaces
-    async def create_workspace(self, name: str, credit: Decimal = Decimal(0)) -> Workspace:
-        ws = Workspace(new_id("ws_"), name, as_money(credit), Decimal(0), Decimal(0), utcnow())
-        async with self._tx() as tx:
-            await tx.execute(_insert("workspaces", WS_COLS), *(getattr(ws, col) for col in WS_COLS))
-        return ws
-
-    async def _unleased(self, items: list[Any], by: str) -> list[Any]:
-        """Workspaces or keys as reads show them: `reserved` is what requests in flight hold, so the part of a
-        lease no request holds yet (the process's float) is not counted. Reads only; money logic sees it all."""
-        if items:
-            slack: dict[str, Decimal] = {}
-            for row in await self._all(_LEASES):
-                slack[row[by]] = slack.get(row[by], Decimal(0)) + Decimal(row["amount"]) - Decimal(row["in_flight"])
-            for item in items:
-                item.reserved -= max(Decimal(0), slack.get(item.id, Decimal(0)))
-        return items
-
-    async def get_workspace(self, workspace_id: str) -> Workspace | None:
-        row = await self._one(_select("workspaces", WS_COLS, " WHERE id = $1"), workspace_id)
-        return None if row is None else (await self._unleased([to_workspace(row)], "workspace_id"))[0]
-
-    async def list_workspaces(self) -> list[Workspace]:
-        found = [to_workspace(r) for r in await self._all(_select("workspaces", WS_COLS, " ORDER BY created_at, id"))]
-        return await self._unleased(found, "workspace_id")
-
-    async def rename_workspace(self, workspace_id: str, name: str) -> Workspace | None:
-        async with self._tx() as tx:
-            if not await tx.execute("UPDATE workspaces SET name = $2 WHERE id = $1", workspace_id, name):
-                return None
-        return await self.get_workspace(workspace_id)
-
-    async def add_credit(self, workspace_id: str, amount: Decimal) -> Workspace | None:
-        """Add to the balance (a negative amount corrects it downwards)."""
-        amount = as_money(amount)
-        async with self._tx() as tx:
-            ws = await self._locked_workspace(tx, workspace_id)
-            if ws is None:
-                return None
-            ws.credit += amount
-            await tx.execute("UPDATE workspaces SET credit = $2 WHERE id = $1", ws.id, ws.credit)
-        return ws
-
-    # keys
-    async def create_key(
-        self,
-        workspace_id: str,
-        name: str,
-        scopes: tuple[str, ...],
-        *,
-        models: tuple[str, ...] | None = None,
-        policy: str | None = None,
-        expires_at: datetime | None = None,
-        limits: Limits | None = None,
-    ) -> tuple[Key, str]:
-        secret, now, limits = new_secret(), utcnow(), validate_limits(limits or Limits())
-        key = Key(
-            id=new_id("key_"), workspace_id=workspace_id, name=name, hint=secret[:10] + "…",
-            scopes=validate_scopes(scopes), models=None if models is None else tuple(models), policy=policy,
-            expires_at=None if expires_at is None else utc(expires_at), created_at=now, last_used_at=None,
-            revoked_at=None, limits=limits, period_start=period_floor(limits.budget_period, now),
-        )  # fmt: skip
-        row = key_row(key) | {"secret_hash": hash_secret(secret)}
-        async with self._tx() as tx:
-            if await self._locked_workspace(tx, workspace_id) is None:
-                raise LookupError(f"no workspace {workspace_id}")
-            await tx.execute(_insert("keys", tuple(row)), *row.values())
-        return key, secret
-
-    async def key_by_secret(self, secret: str) -> Key | None:
-        row = await self._one(_select("keys", KEY_COLS, " WHERE secret_hash = $1"), hash_secret(secret))
-        return None if row is None else to_key(row)
-
-    async def get_key(self, key_id: str) -> Key | None:
-        row = await self._one(_select("keys", KEY_COLS, " WHERE id = $1"), key_id)
-        return None if row is None else (await self._unleased([to_key(row)], "key_id"))[0]
-
-    async def list_keys(self, workspace_id: str | None = None) -> list[Key]:
-        where, args = ("", ()) if workspace_id is None else (" WHERE workspace_id = $1", (workspace_id,))
-        rows = await self._all(_select("keys", KEY_COLS, where + " ORDER BY created_at, id"), *args)
-        return await self._unleased([to_key(r) for r in rows], "key_id")
-
-    async def update_key(self, key_id: str, **changes: Any) -> Key | None:
-        """Change name, scopes, models, policy, expires_at or limits (a Limits); other keywords: ValueError.
-
-        When the budget period changes, the spend counted against it is recomputed from settled reservations.
-        """
-        if unknown := set(changes) - UPDATABLE:
-            raise ValueError(f"cannot update {', '.join(sorted(unknown))}; allowed: {', '.join(sorted(UPDATABLE))}")
-        async with self._tx() as tx:
-            key = await self._locked_key(tx, key_id)
-            if key is None:
-                return None
-            old_period, now = key.limits.budget_period, utcnow()
-            key = apply_key_changes(key, changes, now)
-            if key.limits.budget_period != old_period:
-                key.period_start = period_floor(key.limits.budget_period, now)
-                key.spend_period = key.spend_total
-                if key.period_start is not None:
-                    costs = await tx.fetch(_SETTLED_SINCE, key.id, key.period_start)
-                    key.spend_period = sum((Decimal(r["cost"]) for r in costs), Decimal(0))
-            row = key_row(key)
-            await tx.execute(_UPDATE_KEY, key.id, *(row[c] for c in _KEY_MUTABLE))
-        return key
-
-    async def revoke_key(self, key_id: str) -> Key | None:
-        """Revoke now; revoking again keeps the first time."""
-        async with self._tx() as tx:
-            await tx.execute("UPDATE keys SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL", key_id, utcnow())
-        return await self.get_key(key_id)
-
-    async def touch_keys(self, last_used: dict[str, datetime]) -> None:
-        """Record last-used times; a time never moves backwards. Keys are locked in id order (no deadlocks)."""
-        if not last_used:
-            return
-        rows = [(key_id, utc(at)) for key_id, at in sorted(last_used.items())]
-        sql = "UPDATE keys SET last_used_at = $2 WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < $2)"
-        async with self._tx() as tx:
-            await tx.executemany(sql, rows)
+class SQLStore(SQLAccounts):
+    """Every store call in SQL: SQLAccounts' workspaces and keys, and here the money and the decision records."""
 
     # metering: the rows are read (locked) and written here; the money rule passed in decides what they become
     async def _books(self, tx: Conn, key_id: str, held: Decimal = Decimal(0)) -> Books:
@@ -275,11 +68,11 @@ class SQLStore(Store):
     async def _write_books(self, tx: Conn, books: Books) -> None:
         key, ws = books.key, books.workspace
         await tx.execute(
-            _update("keys", ("reserved", "spend_total", "spend_period", "period_start")),
+            sql_update("keys", ("reserved", "spend_total", "spend_period", "period_start")),
             key.id, key.reserved, key.spend_total, key.spend_period, key.period_start,
         )  # fmt: skip
         await tx.execute(
-            _update("workspaces", ("reserved", "credit", "spend_total")), ws.id, ws.reserved, ws.credit, ws.spend_total
+            sql_update("workspaces", ("reserved", "credit", "spend_total")), ws.id, ws.reserved, ws.credit, ws.spend_total
         )
 
     async def reserve(self, key_id: str, amount: Decimal, now: datetime, rule: HoldRule) -> str:
@@ -293,12 +86,12 @@ class SQLStore(Store):
             try:
                 books = rule(books, amount, now)
             except Refused as refused:
-                leases = await tx.fetch(_LEASES + " AND (key_id = $1 OR workspace_id = $2)", key_id, books.workspace.id)
+                leases = await tx.fetch(LEASES + " AND (key_id = $1 OR workspace_id = $2)", key_id, books.workspace.id)
                 refused.leased = any(Decimal(r["amount"]) > Decimal(r["in_flight"]) for r in leases)
                 raise
             await self._write_books(tx, books)
             await tx.execute(
-                _insert("reservations", ("id", "key_id", "workspace_id", "amount", "state", "created_at", "owner")),
+                sql_insert("reservations", ("id", "key_id", "workspace_id", "amount", "state", "created_at", "owner")),
                 reservation_id, key_id, books.workspace.id, books.held, "held", now, self.owner,
             )  # fmt: skip
         return reservation_id
@@ -331,7 +124,7 @@ class SQLStore(Store):
             books = rule(await self._books(tx, rsv["key_id"], held), cost)
             await self._write_books(tx, books)
             await tx.execute(  # a released lease keeps the cost its syncs already charged
-                _update("reservations", ("state", "cost", "finished_at")),
+                sql_update("reservations", ("state", "cost", "finished_at")),
                 reservation_id, "released" if cost is None else "settled", rsv["cost"] if cost is None else cost,
                 utcnow(),
             )  # fmt: skip
@@ -378,19 +171,19 @@ class SQLStore(Store):
             held = row["state"] == "held"
             cost = Decimal(row["cost"] or 0) + report.spent
             if not held or amount == 0 or as_time(row["created_at"]) < now - LEASE_ROTATE:
-                await tx.execute(_update("reservations", ("state", "cost", "amount", "finished_at")),
+                await tx.execute(sql_update("reservations", ("state", "cost", "amount", "finished_at")),
                                  lease_id, "settled" if held else row["state"], cost, Decimal(0), now)
                 lease_id = None
             else:
-                await tx.execute(_update("reservations", ("amount", "cost", "in_flight")),
+                await tx.execute(sql_update("reservations", ("amount", "cost", "in_flight")),
                                  lease_id, amount, cost, report.in_flight)
         elif report.spent:  # its row was released as a dead process's (a store away for longer than a request
             # may live): what its requests spent still counts, in a row of its own
-            await tx.execute(_insert("reservations", (*_LEASE_COLS, "finished_at")), new_id("rsv_", 12), key_id,
+            await tx.execute(sql_insert("reservations", (*_LEASE_COLS, "finished_at")), new_id("rsv_", 12), key_id,
                              ws_id, Decimal(0), "settled", now, True, report.spent, Decimal(0), self.owner, now)
         if lease_id is None and amount > 0:
             lease_id = new_id("rsv_", 12)
-            await tx.execute(_insert("reservations", _LEASE_COLS),
+            await tx.execute(sql_insert("reservations", _LEASE_COLS),
                              lease_id, key_id, ws_id, amount, "held", now, True, Decimal(0), report.in_flight,
                              self.owner)
         return lease_id
@@ -410,7 +203,7 @@ class SQLStore(Store):
         """Under `usage_lock`: the records upserted, those new here added to the usage rollups (but `uncounted`)."""
         rows = [to_decision(r) for r in records]
         ids = [r[0] for r in rows]
-        seen = {r["id"] for r in await tx.fetch(f"SELECT id FROM decisions WHERE id IN ({_marks(ids)})", *ids)}
+        seen = {r["id"] for r in await tx.fetch(f"SELECT id FROM decisions WHERE id IN ({sql_marks(ids)})", *ids)}
         await tx.executemany(_SAVE_DECISION, rows)
         added = usage.rollup([r for r in records if r["id"] not in seen and r["id"] not in uncounted])
         if added:
@@ -419,8 +212,8 @@ class SQLStore(Store):
     async def _add_usage(self, tx: Conn, added: dict[usage.Group, usage.Counts]) -> None:
         """Add to the rollups; the caller holds `usage_lock` (each writer adds to what it read)."""
         hours, keys = sorted({g[0] for g in added}), sorted({g[2] for g in added})
-        sql = (_select("usage_hourly", usage.COLUMNS, f" WHERE hour IN ({_marks(hours)})") +
-               f" AND key_id IN ({_marks(keys, len(hours))})")
+        sql = (sql_select("usage_hourly", usage.COLUMNS, f" WHERE hour IN ({sql_marks(hours)})") +
+               f" AND key_id IN ({sql_marks(keys, len(hours))})")
         for row in await tx.fetch(sql, *hours, *keys):
             group, counts = usage.of_row(row)
             if group in added:
@@ -435,7 +228,7 @@ class SQLStore(Store):
             if value is not None:
                 args.append(value)
                 where += f" AND {col} = ${len(args)}"
-        rows = await self._all(_select("usage_hourly", usage.COLUMNS, where + " ORDER BY hour"), *args)
+        rows = await self._all(sql_select("usage_hourly", usage.COLUMNS, where + " ORDER BY hour"), *args)
         return [usage.of_row(r) for r in rows]
 
     async def get_decision(self, decision_id: str) -> dict[str, Any] | None:
@@ -445,3 +238,4 @@ class SQLStore(Store):
     async def prune_decisions(self, older_than: datetime) -> int:
         async with self._tx() as tx:
             return await tx.execute("DELETE FROM decisions WHERE created_at < $1", utc(older_than))
+

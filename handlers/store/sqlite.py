@@ -27,7 +27,7 @@ import aiosqlite
 
 from handlers.errors import StoreUnavailable
 
-from .base import DEFAULT_TIMEOUT, STORE_WAIT
+from .base import DEFAULT_TIMEOUT, store_wait
 from .migrations import immediate, migrate_sqlite
 from .sqlbase import SQLStore
 from .values import iso
@@ -172,7 +172,7 @@ class SQLiteStore(SQLStore):
                 await self._lock.acquire()
         except TimeoutError:
             raise StoreUnavailable("SQLite: this process's writer stayed busy") from None
-        STORE_WAIT.labels("write").observe(time.perf_counter() - asked)
+        store_wait().labels("write").observe(time.perf_counter() - asked)
         try:
             yield
         finally:

@@ -49,14 +49,21 @@ def of_record(record: dict[str, Any]) -> tuple[Group, Counts] | None:
         return None
     attempts = record.get("attempts") or []
     group = (created.replace(minute=0, second=0, microsecond=0), record.get("workspace_id") or "", record["key_id"],
-             record.get("model") or record.get("requested_model") or "", (attempts[-1].get("upstream") or "")
-             if attempts else "")
+             _model(record), (attempts[-1].get("upstream") or "") if attempts else "")
     usage = record.get("usage") or {}
     counts = Counts(1, 0 if record.get("outcome") == "ok" else 1, usage.get("input_tokens") or 0,
                     usage.get("output_tokens") or 0, usage.get("cached_input_tokens") or 0,
                     usage.get("cache_write_tokens") or 0, usage.get("reasoning_tokens") or 0,
                     Decimal(record.get("cost") or 0))
     return group, counts
+
+
+def _model(record: dict[str, Any]) -> str:
+    """The model a request counts under: the one that answered; for one refused before any answer (402, 429, every
+    upstream away), the model it was routed to, else the one it named; "" when it reached no model at all."""
+    candidates = record.get("candidates") or []
+    return record.get("model") or (candidates[0].get("model") if candidates else None) or \
+        record.get("requested_model") or ""
 
 
 def rollup(records: list[dict[str, Any]]) -> dict[Group, Counts]:

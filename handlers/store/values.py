@@ -46,6 +46,11 @@ def as_money(value: Decimal | int) -> Decimal:
     return amount
 
 
+def money_text(amount: Decimal) -> str:
+    """An amount as people write it: never an exponent (Decimal's str gives "0E-8" for a zero of eight places)."""
+    return "0" if amount == 0 else f"{amount:f}"
+
+
 def fmt_money(amount: Decimal) -> str:
     """At least two decimals, more when the amount has them: 1.20, 0.30, 0.000125."""
     cents = amount.quantize(_CENT)
@@ -126,6 +131,7 @@ def to_workspace(row: Any) -> Workspace:
         reserved=_dec(row["reserved"]),
         spend_total=_dec(row["spend_total"]),
         created_at=as_time(row["created_at"]),  # type: ignore[arg-type]  # NOT NULL
+        revoked_at=as_time(row["revoked_at"]),
     )
 
 
@@ -139,6 +145,8 @@ def to_key(row: Any) -> Key:
         limits=Limits(None if budget is None else _dec(budget), row["budget_period"], row["rpm"], row["tpm"]),
         spend_total=_dec(row["spend_total"]), spend_period=_dec(row["spend_period"]),
         period_start=as_time(row["period_start"]), reserved=_dec(row["reserved"]),
+        workspace_revoked_at=as_time(row["workspace_revoked_at"]), rotated_at=as_time(row["rotated_at"]),
+        previous_expires_at=as_time(row["previous_expires_at"]),
     )  # fmt: skip
 
 
@@ -153,7 +161,7 @@ def key_row(key: Key) -> dict[str, Any]:
         "last_used_at": key.last_used_at, "revoked_at": key.revoked_at,
         "budget": lim.budget, "budget_period": lim.budget_period, "rpm": lim.rpm, "tpm": lim.tpm,
         "spend_total": key.spend_total, "spend_period": key.spend_period, "period_start": key.period_start,
-        "reserved": key.reserved,
+        "reserved": key.reserved, "rotated_at": key.rotated_at, "previous_expires_at": key.previous_expires_at,
     }  # fmt: skip
 
 

@@ -1,0 +1,99 @@
+"""The audit log as the API and the CLI read it (`GET /v1/audit`, `specway audit`), and the one door for changes the
+store does not make itself.
+
+The store writes an entry in the transaction of each administration change it is given an actor for
+(handlers/store/audit.py); `record` is for a change made elsewhere: the configuration reload
+(`POST /v1/admin/reload`) records itself with
+
+    await audit.record(store, actor, "config.reload", ("config", path), before, after)
+
+where `before` and `after` are what the reload changed, as JSON values (never a secret).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from handlers.administration.tenancy import Authority
+from handlers.errors import bad_request
+from handlers.store import audit as rows
+from handlers.store.base import AuditEntry, AuditQuery, Store
+
+if TYPE_CHECKING:
+    from generated import models as api
+
+DEFAULT_LIMIT = 100
+
+
+async def record(store: Store, actor: Authority, action: str, target: tuple[str, str], before: dict[str, Any] | None,
+                 after: dict[str, Any] | None, workspace_id: str | None = None) -> None:
+    """Write the entry of a change made outside the store's administration methods (nothing when nothing changed)."""
+    found = rows.entry(actor.audit, action, target, workspace_id, before, after)
+    if found is not None:
+        await store.record_audit(found)
+
+
+def entry_out(found: AuditEntry) -> api.AuditEntry:
+    from generated import models
+
+    return models.AuditEntry.model_validate({
+        "id": found.id, "object": "audit.entry", "at": found.at.astimezone(UTC).isoformat(),
+        "actor_key_id": found.actor_key_id, "action": found.action, "target_type": found.target_type,
+        "target_id": found.target_id, "workspace_id": found.workspace_id, "changes": found.changes,
+    })
+
+
+def list_out(found: list[AuditEntry], cursor: str | None) -> api.AuditList:
+    from generated import models
+
+    return models.AuditList(object="list", data=[entry_out(e) for e in found], has_more=cursor is not None,
+                         next_cursor=cursor)
+
+
+async def page(store: Store, actor: Authority, *, limit: int | None = None, cursor: str | None = None,
+               workspace_id: str | None = None, key_id: str | None = None, action: str | None = None,
+               target_id: str | None = None, since: str | None = None,
+               until: str | None = None) -> tuple[list[AuditEntry], str | None]:
+    """A page of the entries the actor may read, newest first, and the cursor of the next page (None on the last): a
+    workspace administrator's own workspace only (another workspace named is an empty page, as an unknown one is).
+    The API's models are made of it by list_out (the CLI's table needs none)."""
+    size = limit or DEFAULT_LIMIT
+    if action is not None and action not in rows.ACTIONS:
+        raise bad_request(f"action: {action!r} is not one of {', '.join(rows.ACTIONS)}.", param="action")
+    if workspace_id is not None and not actor.sees(workspace_id):
+        return [], None
+    query = AuditQuery(limit=size + 1, before=_cursor(cursor), workspace_id=workspace_id or actor.workspace_id,
+                       actor_key_id=key_id, action=action, target_id=target_id, since=_time("since", since),
+                       until=_time("until", until))
+    found = await store.audit_entries(query)
+    shown = found[:size]
+    return shown, _encode(shown[-1]) if len(found) > size else None
+
+
+def _encode(last: AuditEntry) -> str:
+    return base64.urlsafe_b64encode(f"{last.at.astimezone(UTC).isoformat()}|{last.id}".encode()).decode().rstrip("=")
+
+
+def _cursor(text: str | None) -> tuple[datetime, str] | None:
+    if text is None:
+        return None
+    try:
+        at, _, last_id = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)).decode().partition("|")
+        if not last_id:
+            raise ValueError(text)
+        return datetime.fromisoformat(at), last_id
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        raise bad_request("cursor: not a next_cursor of an earlier page.", param="cursor") from None
+
+
+def _time(name: str, value: str | None) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        at = datetime.fromisoformat(value)
+    except ValueError:
+        raise bad_request(f"{name}: not an ISO 8601 date and time: {value!r}.", param=name) from None
+    return at if at.tzinfo else at.replace(tzinfo=UTC)
