@@ -25,6 +25,7 @@ TABLE: tuple[PathInfo, ...] = (
     PathInfo("/v1/models/{modelId}", re.compile("^/v1/models/.*$"), "GET"),
     PathInfo("/v1/key", re.compile("^/v1/key$"), "GET"),
     PathInfo("/v1/route/explain/{decisionId}", re.compile("^/v1/route/explain/[^/]+$"), "GET"),
+    PathInfo("/v1/route/decisions", re.compile("^/v1/route/decisions$"), "GET"),
     PathInfo("/v1/embeddings", re.compile("^/v1/embeddings$"), "POST"),
     PathInfo("/v1/chat/completions", re.compile("^/v1/chat/completions$"), "POST"),
     PathInfo("/v1/responses", re.compile("^/v1/responses$"), "POST"),

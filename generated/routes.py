@@ -102,6 +102,11 @@ async def healthz():
     return await operations.healthz(principal)
 
 
+async def list_decisions(key_id=None, model=None, outcome=None, start=None, end=None, limit=None, cursor=None):
+    principal = await glue.authenticate(request, "explain:read")
+    return await discovery.list_decisions(principal, key_id, model, outcome, start, end, limit, cursor)
+
+
 async def list_keys(workspace_id=None):
     principal = await glue.authenticate(request, "workspace:admin")
     return await admin.list_keys(principal, workspace_id)

@@ -10,7 +10,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from .values import as_time
+from .values import as_time, listed_model
 
 GROUP = ("hour", "workspace_id", "key_id", "model", "upstream")  # the table's dimensions, the primary key but one
 COUNTS = ("requests", "errors", "input_tokens", "output_tokens", "cached_input_tokens", "cache_write_tokens")
@@ -47,7 +47,7 @@ def of_record(record: dict[str, Any]) -> tuple[Group, Counts] | None:
         return None
     attempts = record.get("attempts") or []
     group = (created.replace(minute=0, second=0, microsecond=0), record.get("workspace_id") or "", record["key_id"],
-             record.get("model") or record.get("requested_model") or "", (attempts[-1].get("upstream") or "")
+             listed_model(record), (attempts[-1].get("upstream") or "")
              if attempts else "")
     usage = record.get("usage") or {}
     counts = Counts(1, 0 if record.get("outcome") == "ok" else 1, usage.get("input_tokens") or 0,
