@@ -249,6 +249,27 @@ def find_and_open(tab: Tab, key_id: str, decision: str) -> None:
     tab.shoot("request")
 
 
+def edit_and_credit(tab: Tab, admin: str, key_id: str, key_name: str) -> None:
+    """Edit a key's limits and allowlist; add credit (the operator's), each checked against the API."""
+    tab.nav("Keys and workspaces")
+    tab.page.get_by_role("button", name=f"Edit {key_name}").click()
+    dialog = tab.page.get_by_role("dialog")
+    dialog.get_by_label("Requests per minute").fill("120")
+    dialog.get_by_label("Models", exact=True).fill(f"{MODEL}\nchat")
+    dialog.get_by_label("Budget period").select_option("monthly")
+    tab.confirm("Save")
+    key = api(tab.gw, admin, "GET", f"/v1/keys/{key_id}")
+    assert (key["limits"]["rpm"], key["limits"]["budget"], key["limits"]["budget_period"], key["models"]) == (
+        120, "1.00", "monthly", [MODEL, "chat"])
+    if tab.page.get_by_role("button", name=re.compile("^Add credit")).count():
+        before = Decimal(api(tab.gw, admin, "GET", f"/v1/workspaces/{key['workspace_id']}")["credit"])
+        tab.page.locator(f'tr:has(code:text-is("{key["workspace_id"]}"))').get_by_role("button", name=re.compile("^Add credit")).click()
+        tab.page.get_by_role("dialog").get_by_label("Amount").fill("2.50")
+        tab.confirm("Add credit")
+        after = Decimal(api(tab.gw, admin, "GET", f"/v1/workspaces/{key['workspace_id']}")["credit"])
+        assert after == before + Decimal("2.50")
+
+
 def revoke(tab: Tab, key_name: str) -> None:
     tab.nav("Keys and workspaces")
     tab.page.get_by_role("button", name=f"Revoke {key_name}").click()
@@ -274,6 +295,7 @@ def the_flow(tab: Tab, admin: str, key_name: str) -> tuple[str, str]:
     assert tab.page.get_by_role("button", name=f"Rotate {key_name}").count() == int(rotates)  # where it is served
     tab.shoot("keys")
     find_and_open(tab, key_id, decision)
+    edit_and_credit(tab, admin, key_id, key_name)
     revoke(tab, key_name)
     with pytest.raises(openai.AuthenticationError):
         chat(tab.gw, secret)
@@ -351,6 +373,27 @@ def test_a_key_read_key_sees_itself_and_asks_for_nothing_else(gw: Live, tabs: An
     assert "lacks the 'explain:read' scope" in tab.text("[role=alert]")
     tab.shoot("self")
     tab.clean()  # nothing it may not read was asked for: no refused request in the console
+
+
+def test_the_keyboard_alone_reaches_a_page_and_a_dialog(gw: Live, tabs: Any) -> None:
+    tab = tabs("keyboard")
+    tab.sign_in(gw.key)
+    tab.settled()
+    for _ in range(12):  # skip link, brand-less nav links...
+        tab.page.keyboard.press("Tab")
+        if tab.page.evaluate("document.activeElement.textContent") == "Keys and workspaces":
+            break
+    tab.page.keyboard.press("Enter")
+    tab.settled()
+    assert tab.page.evaluate("document.activeElement.tagName + ' ' + document.activeElement.textContent") == (
+        "H1 Keys and workspaces")
+    tab.page.get_by_role("button", name="New key").focus()
+    tab.page.keyboard.press("Enter")
+    assert tab.page.evaluate("document.activeElement.name") == "name"  # the dialog's first field
+    tab.page.keyboard.press("Escape")
+    tab.page.get_by_role("dialog").wait_for(state="detached")
+    assert tab.page.evaluate("document.activeElement.textContent") == "New key"  # back where it was opened
+    tab.clean()
 
 
 def test_a_violation_would_be_seen(gw: Live, tabs: Any) -> None:
