@@ -45,7 +45,7 @@ export function columns(chart: Chart): HTMLElement {
       "aria-label": `${chart.title}: ${chart.total} from ${first} to ${last}; the table below has each value.` },
     svg("line", { x1: 0, y1: HEIGHT, x2: width, y2: HEIGHT, class: "baseline" }), bars),
     h("div", { class: "axis", "aria-hidden": "true" }, h("span", {}, first),
-      h("span", {}, `highest ${top.toLocaleString()}`), h("span", {}, last)),
+      h("span", {}, `highest ${top.toLocaleString(undefined, { maximumSignificantDigits: 4 })}`), h("span", {}, last)),
     h("ul", { class: "legend" }, chart.series.map((s, n) =>
       h("li", {}, h("span", { class: `swatch c${Math.min(n, COLOURS - 1)}`, "aria-hidden": "true" }), s.label))));
 }

@@ -1169,7 +1169,7 @@ function columns(chart) {
       "div",
       { class: "axis", "aria-hidden": "true" },
       h("span", {}, first),
-      h("span", {}, `highest ${top.toLocaleString()}`),
+      h("span", {}, `highest ${top.toLocaleString(void 0, { maximumSignificantDigits: 4 })}`),
       h("span", {}, last)
     ),
     h("ul", { class: "legend" }, chart.series.map((s, n) => h("li", {}, h("span", { class: `swatch c${Math.min(n, COLOURS - 1)}`, "aria-hidden": "true" }), s.label)))
