@@ -30,7 +30,7 @@ import openai
 import pytest
 import yaml
 
-from handlers.store import PostgresStore, open_store
+from handlers.store import PostgresStore, migrations, open_store
 from handlers.store.base import SCOPES
 from tests.conftest import free_port, fresh_postgres, spawn, stop, tool
 from tests.fake_upstream import FakeUpstream
@@ -320,7 +320,7 @@ def test_postgresql_upgrade_cli_and_pg_dump_restore(tmp_path: Path) -> None:
         config = tmp_path / "specway.yaml"
         config.write_text(yaml.safe_dump({"store": {"url": url}}))
         assert specway("--config", str(config), "db", "upgrade") == "database schema is up to date\n"
-        assert asyncio.run(versions(url)) == [1, 2, 3, 4, 5]
+        assert asyncio.run(versions(url)) == [m.version for m in migrations.load("postgresql")]
 
         # The guide's key and workspace commands, on PostgreSQL; `keys list` reads $SPECWAY_CONFIG.
         cli = ("--config", str(config))
