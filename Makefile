@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 
-.PHONY: run test generate check bench clean mutate
+.PHONY: run test generate console check bench clean mutate
 
 $(VENV)/.runtime: pyproject.toml
 	@python3 -m venv $(VENV)
@@ -24,6 +24,11 @@ test: $(VENV)/.dev
 
 generate: $(VENV)/.dev
 	$(PY) -m generator
+
+# The operator console's bundle (handlers/console/assets/console.js) from console/src: node and npm at build time
+# only; tests/test_console_build.py fails when the committed bundle is not what this makes.
+console:
+	cd console && npm ci --no-audit --no-fund --ignore-scripts && node build.mjs
 
 bench: $(VENV)/.dev
 	$(PY) -m bench

@@ -260,6 +260,51 @@ class KeySpend(StrictModel):
     reserved: StrictStr = None
 
 
+class DecisionSummary(StrictModel):
+    """
+    One request's decision record in brief; `GET /v1/route/explain/{id}` reads the whole of it.
+    """
+
+    id: StrictStr
+    object: Literal["route.decision"]
+    created_at: StrictStr
+    key_id: StrictStr = None
+    workspace_id: StrictStr = None
+    format: Literal["chat", "responses", "messages", "embeddings"]
+    stream: StrictBool = None
+    requested_model: StrictStr | None = None
+    model: StrictStr | None = None
+    """
+    The model that answered.
+    """
+    outcome: StrictStr
+    """
+    ok, the error code the request ended with, or `cancelled` (the caller left during a stream).
+    """
+    status: StrictInt | None = Field(...)
+    """
+    The HTTP status the outcome is answered with (200 for ok); null for `cancelled`, whose stream had begun with a 200.
+    """
+    attempts: StrictInt
+    """
+    How many upstream attempts were made.
+    """
+    latency_ms: StrictFloat
+    """
+    The time the upstream attempts took, added up.
+    """
+    input_tokens: StrictInt | None = None
+    output_tokens: StrictInt | None = None
+    cost: StrictStr | None = None
+    """
+    What the request cost (exact decimal).
+    """
+    config_revision: StrictStr | None = None
+    """
+    The configuration the gateway that served it ran (see Decision.config_revision).
+    """
+
+
 class PriceSources(StrictModel):
     """
     Where each price came from.
@@ -1199,6 +1244,20 @@ class KeyInfo(StrictModel):
     """
 
 
+class DecisionList(StrictModel):
+    """
+    A page of decision records, newest first.
+    """
+
+    object: Literal["list"]
+    data: list[DecisionSummary]
+    has_more: StrictBool
+    next_cursor: StrictStr | None = Field(...)
+    """
+    Pass it as `cursor` for the next page; null on the last one.
+    """
+
+
 class DecisionPricing(StrictModel):
     """
     Prices per million tokens as exact decimal strings, each with its source.
@@ -1728,6 +1787,10 @@ class Decision(StrictModel):
     explanation: StrictStr
     """
     One sentence on why that model was chosen.
+    """
+    config_revision: StrictStr | None = None
+    """
+    The configuration the gateway that served the request ran - the first 12 hex digits of the SHA-256 of its settings with the environment applied (the store's and Redis' URLs, which may carry passwords, left out), logged when the gateway starts. It changes when any other setting does; replicas that agree on their settings show the same one. Null in records made before it was kept.
     """
     left_out: list[StrictStr] = None
     """

@@ -31,6 +31,7 @@ TABLE: tuple[PathInfo, ...] = (
     PathInfo("/v1/models/{modelId}", re.compile("^/v1/models/.*$"), "GET", "specway"),
     PathInfo("/v1/key", re.compile("^/v1/key$"), "GET", "specway"),
     PathInfo("/v1/route/explain/{decisionId}", re.compile("^/v1/route/explain/[^/]+$"), "GET", "specway"),
+    PathInfo("/v1/route/decisions", re.compile("^/v1/route/decisions$"), "GET", "specway"),
     PathInfo("/v1/embeddings", re.compile("^/v1/embeddings$"), "POST", "specway"),
     PathInfo("/v1beta/models/{model}:generateContent", re.compile("^/v1beta/models/.*:generateContent$"), "POST", "google"),
     PathInfo("/v1beta/models/{model}:streamGenerateContent", re.compile("^/v1beta/models/.*:streamGenerateContent$"), "POST", "google"),

@@ -153,6 +153,11 @@ async def list_audit(limit=None, cursor=None, workspace_id=None, key_id=None, ac
     return await admin.list_audit(principal, limit, cursor, workspace_id, key_id, action, target_id, since, until)
 
 
+async def list_decisions(key_id=None, model=None, outcome=None, start=None, end=None, limit=None, cursor=None):
+    principal = await glue.authenticate(request, "explain:read")
+    return await discovery.list_decisions(principal, key_id, model, outcome, start, end, limit, cursor)
+
+
 async def list_keys(workspace_id=None):
     principal = await glue.authenticate(request, "workspace:admin")
     return await admin.list_keys(principal, workspace_id)

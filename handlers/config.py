@@ -5,6 +5,8 @@ A bad file fails at startup with a ConfigError naming the file, the path inside 
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from pathlib import Path
 from typing import Any, get_args, get_origin
@@ -109,6 +111,13 @@ def with_environment(data: Any, environ: dict[str, str]) -> tuple[Any, list[str]
         node[path[-1]] = value
         applied.append(name)
     return data, applied
+
+
+def revision(config: Config) -> str:
+    """What the decision records call the configuration: 12 hex digits of the SHA-256 of its settings, without the
+    store's and Redis' URLs (they may carry passwords, and replicas on one setup agree on everything else)."""
+    settings = config.model_dump(mode="json", exclude={"store": {"url"}, "limits": {"redis_url"}})
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:12]
 
 
 def with_defaults(config: Config, source: str) -> Config:

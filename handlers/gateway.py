@@ -55,7 +55,8 @@ class Gateway:
         self.store = store or open_store(config.store.url, float(config.store.timeout_seconds))
         self.upstreams: dict[str, Upstream] = {}
         self.keys = KeyCache(self.store, ttl=float(config.server.key_cache_seconds))
-        self.recorder = Recorder(self.store, float(config.decisions.retention_days))
+        self.revision = config_mod.revision(config)
+        self.recorder = Recorder(self.store, float(config.decisions.retention_days), self.revision)
         self.ledger = Ledger(self.store, config.ledger)
         # The one writer of settlements and decision records: each lease's charge with its records, then the rest.
         self._writer = Periodic(self.write, self.ledger.flush_seconds, "write settlements and decision records")
@@ -115,6 +116,7 @@ class Gateway:
         return _current.set(self)
 
     async def start(self) -> None:
+        log.info("configuration revision %s", self.revision)
         if self.catalog.unknown:
             log.warning("the known-model data (%s) does not know these models and the configuration prices none of "
                         "them: free, not reasoning, no context window: %s", _data_versions(),

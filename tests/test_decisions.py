@@ -86,7 +86,7 @@ def _plan_and_trace(usage: Usage | None) -> tuple[Plan, Trace]:
 
 def test_the_record_is_the_decision_the_spec_describes_and_its_json_is_unchanged() -> None:
     plan, trace = _plan_and_trace(Usage(1200, 300, 800, 0))
-    made = decisions.record(plan, trace)
+    made = decisions.record(plan, trace, revision="0123456789ab")
     assert isinstance(made, models.Decision)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # pydantic warns when a value does not serialise as its field's type
@@ -116,7 +116,7 @@ def test_the_record_is_the_decision_the_spec_describes_and_its_json_is_unchanged
                                               "cache_write_per_million"), "default")},
         "explanation": "The request named acme/strong. acme/strong failed before answering, so the fallback acme/fast "
                        "answered.",
-        "left_out": [],
+        "config_revision": "0123456789ab", "left_out": [],
     }
     # Each object is what model_construct makes of the same values (its __dict__, fields set, extra, private).
     for built in (made, made.candidates[0], made.attempts[0], made.usage):
@@ -134,9 +134,9 @@ def test_a_record_without_usage_and_one_with_a_note() -> None:
 async def test_a_pending_record_reads_back_as_it_will_be_stored(tmp_path: Path) -> None:
     store = SQLiteStore(str(tmp_path / "s.db"))
     await store.open()
-    recorder = Recorder(store)
+    recorder = Recorder(store, revision="0123456789ab")
     plan, trace = _plan_and_trace(Usage(5, 6))
-    made = decisions.record(plan, trace)
+    made = decisions.record(plan, trace, revision="0123456789ab")
     recorder.add(plan, trace)
     pending = await recorder.get("3a55")
     await recorder.flush()

@@ -22,7 +22,7 @@ RUN = {
     "full-config", "self-hosted", "azure", "bedrock", "google", "routing-config", "routing-request", "routing-record",
     "agents-config", "admin-cli", "usage-cli", "usage", "ops-serve", "ops-postgres", "ops-db-upgrade",
     "ops-pg-backup", "ops-sqlite-backup", "ops-sqlite-backup-python", "ops-redis", "ops-telemetry", "ops-env",
-    "deploy-host", "layers", "rotate", "audit-cli",
+    "deploy-host", "layers", "rotate", "audit-cli", "console-csp",
 }
 CHAT = {"messages": [{"role": "user", "content": "hi"}]}
 
@@ -118,6 +118,17 @@ def test_google_as_written(term: Terminal, fake: FakeUpstream) -> None:
     assert [r.path.rsplit("/", 1)[-1] for r in fake.requests if r.path != "/token"] == [
         "gemini-2.5-flash:generateContent", "gemini-2.5-pro:generateContent", "claude-sonnet-4-5@20250929:rawPredict"]
     assert fake.issuer.issued and fake.issuer.refused == []
+
+
+# --- console.md -----------------------------------------------------------------------------------------------------
+
+
+def test_the_console_is_served_with_the_policy_shown(term: Terminal) -> None:
+    with term.serving() as term.key:
+        for path in ("/console", "/console/console.js"):
+            answer = httpx.get(f"{term.url}{path}")
+            assert answer.status_code == 200, path
+            assert answer.headers["content-security-policy"] == " ".join(block("console-csp").split()), path
 
 
 # --- routing.md ---------------------------------------------------------------------------------------------------

@@ -152,6 +152,22 @@ async def test_requests_draw_in_memory_and_the_writer_charges_them(store: SQLSto
     assert await held(store, key_id) == (D(0), D(0)) and not ledger.leased()
 
 
+async def test_two_flushes_at_once_give_a_lease_back_once(store: SQLStore) -> None:
+    """The writer and a read that writes first (GET /v1/usage) may flush together; the second must not find the
+    lease the first gave back (it raised KeyError, a 500 to the read)."""
+    ws_id, key_id = await funded_key(store, D(100))
+    key = await store.get_key(key_id)
+    assert key is not None
+    ledger = Ledger(store, LedgerSettings(flush_seconds=60))
+    lease = await ledger.draw(key, UNIT)
+    assert lease is not None
+    ledger.settle(lease, UNIT, D("0.07"))
+    await asyncio.gather(ledger.flush(final=True), ledger.flush(final=True), ledger.flush(final=True))
+    ws = await store.get_workspace(ws_id)
+    assert ws is not None and (ws.credit, ws.reserved) == (D("99.93"), D(0))
+    assert await held(store, key_id) == (D(0), D(0)) and not ledger.leased()
+
+
 def _spend_in_process(kind: str, url: str, key_id: str, n: int, start: Any, results: Any) -> None:
     """n requests of UNIT, one at a time in each of 8 tasks, through a ledger of this process; each settles for
     what it held. Returns how many were paid for."""

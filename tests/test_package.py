@@ -1,4 +1,4 @@
-"""A real package (issue 12): the wheel carries the spec it serves. Built from the project, installed into a fresh
+"""A real package (issue 12): the wheel carries the spec it serves and the console's files. Built from the project, installed into a fresh
 venv outside the repository, it starts and answers a chat request."""
 
 from __future__ import annotations
@@ -45,6 +45,11 @@ def test_the_wheel_installs_alone_and_serves_its_spec(tmp_path: Path) -> None:
         key = proc.stdout.readline().strip()
         spec = httpx.get(f"http://127.0.0.1:{port}/openapi.json")
         assert spec.content == (ROOT / "openapi.json").read_bytes()
+        assets = ROOT / "handlers" / "console" / "assets"
+        for name in sorted(p.name for p in assets.iterdir()):  # the console ships whole, its built bundle included
+            served = httpx.get(f"http://127.0.0.1:{port}/console/assets/{name}")
+            assert served.status_code == 200 and served.content == (assets / name).read_bytes(), name
+        assert httpx.get(f"http://127.0.0.1:{port}/console/keys").content == (assets / "index.html").read_bytes()
         answer = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", headers={"Authorization": f"Bearer {key}"},
                             json={"messages": [{"role": "user", "content": "hello"}]})
         assert answer.status_code == 200 and answer.json()["object"] == "chat.completion"

@@ -4,7 +4,9 @@ in tests/store_support.py)."""
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime
+import hashlib
+import json
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal as D
 from typing import Any
 
@@ -12,7 +14,7 @@ import pytest
 
 from handlers.metering import money
 from handlers.store import PostgresStore, SQLiteStore, Store, migrations, open_store
-from handlers.store.base import Limits
+from handlers.store.base import DecisionQuery, Limits
 from handlers.store.sqlbase import SQLStore
 from tests.store_support import (
     NOW,
@@ -63,7 +65,66 @@ async def test_decisions_round_trip_and_prune(store: Store) -> None:
         await store.save_decisions([{"id": "no_time"}])
 
 
+def _decision(n: int, minutes: int, **fields: Any) -> dict[str, Any]:
+    at = datetime(2025, 3, 1, 12, 0, tzinfo=UTC) + timedelta(minutes=minutes)
+    return {"id": f"dec_{n:02d}", "created_at": at.isoformat(), "workspace_id": "ws_1", "key_id": "key_1",
+            "model": "m1", "outcome": "ok"} | fields
+
+
+async def test_decisions_are_listed_newest_first_filtered_and_paged(store: Store) -> None:
+    at = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
+    records = [
+        _decision(1, 0), _decision(2, 1, key_id="key_2"), _decision(3, 2, model=None, requested_model="asked"),
+        _decision(4, 3, outcome="upstream_error", model=None), _decision(5, 4, workspace_id="ws_2", key_id="key_9"),
+        _decision(6, 4), _decision(7, 4),  # the same instant: ordered by id
+        _decision(8, 5, outcome=None),
+    ]
+    await store.save_decisions(records)
+
+    async def ids(**where: Any) -> list[str]:
+        return [r["id"] for r in await store.list_decisions(DecisionQuery(**where))]
+
+    assert await ids(workspace_id="ws_1") == ["dec_08", "dec_07", "dec_06", "dec_04", "dec_03", "dec_02", "dec_01"]
+    assert await ids() == ["dec_08", "dec_07", "dec_06", "dec_05", "dec_04", "dec_03", "dec_02", "dec_01"]
+    assert await ids(workspace_id="ws_1", key_id="key_2") == ["dec_02"]
+    assert await ids(model="asked") == ["dec_03"]  # no model answered: the one asked for, as usage counts it
+    assert await ids(model="m1", workspace_id="ws_1") == ["dec_08", "dec_07", "dec_06", "dec_02", "dec_01"]
+    assert await ids(outcome="upstream_error") == ["dec_04"]
+    assert await ids(outcome="error") == ["dec_08", "dec_04"]  # every outcome but ok, as usage counts errors
+    assert await ids(outcome="ok", workspace_id="ws_1", start=at + timedelta(minutes=1),
+                     end=at + timedelta(minutes=4)) == ["dec_03", "dec_02"]
+    page = await store.list_decisions(DecisionQuery(workspace_id="ws_1", limit=2))
+    assert [r["id"] for r in page] == ["dec_08", "dec_07"] and page[0] == records[-1]
+    last = page[-1]
+    assert await ids(workspace_id="ws_1", limit=3, before=(datetime.fromisoformat(last["created_at"]), last["id"])) == [
+        "dec_06", "dec_04", "dec_03"]
+    assert await ids(workspace_id="ws_\x00", model="m\x00", key_id="\x00", outcome="\x00") == []
+
+
+async def test_a_migration_lists_the_records_it_found_by_model_and_outcome(backend: Backend) -> None:
+    """Records written before the list existed get their model and outcome columns from their JSON."""
+    old = backend.new_store()
+    await old.open(target=5)
+    rows = [_decision(1, 0), _decision(2, 1, model="", requested_model="asked", outcome="upstream_error")]
+    for row in rows:
+        text = json.dumps(row).replace("'", "''")
+        await backend.query("INSERT INTO decisions (id, created_at, workspace_id, key_id, record) VALUES "
+                            f"('{row['id']}', '{row['created_at']}', 'ws_1', 'key_1', '{text}')")
+    await old.close()
+    new = backend.new_store()
+    await new.open()
+    try:
+        assert new.migrated == ALL[5:]
+        found = await new.list_decisions(DecisionQuery(workspace_id="ws_1", model="asked", outcome="error"))
+        assert found == [rows[1]]
+        assert [r["id"] for r in await new.list_decisions(DecisionQuery(model="m1", outcome="ok"))] == ["dec_01"]
+    finally:
+        await new.close()
+
+
 # migrations and connections
+
+ALL = tuple(m.version for m in migrations.load("sqlite"))  # every schema version, 1, 2, 3 ...
 
 
 async def _open_together(stores: list[SQLStore]) -> None:

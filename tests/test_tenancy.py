@@ -166,6 +166,29 @@ def test_listings_show_only_the_own_workspace(world: World) -> None:
     assert {made["id"], world.b_key_id} <= {k["id"] for k in world.operator.get("/v1/keys").json()["data"]}
 
 
+def test_decisions_of_another_workspace_are_never_listed(world: World) -> None:
+    """GET /v1/route/decisions is scoped as explain is: a workspace:admin of A lists none of B's requests whatever it
+    filters by (another workspace's key is answered like an unknown one), and an `admin` key lists its own
+    workspace's only, as explain reads only those."""
+    def ids(c: httpx.Client, **params: str) -> list[str]:
+        r = c.get("/v1/route/decisions", params=params)
+        assert r.status_code == 200, r.text
+        return [d["id"] for d in r.json()["data"]]
+
+    readers = [world.gw.create_key(scopes=(*TENANT_SCOPES, "explain:read"), workspace_id=ws) for ws in (world.a, world.b)]
+    with world.client(readers[0]) as a, world.client(readers[1]) as b, world.client(world.b_secret) as b_key:
+        theirs = b_key.post("/v1/chat/completions", json=CHAT).headers["x-specway-decision-id"]
+        mine = a.post("/v1/chat/completions", json=CHAT).headers["x-specway-decision-id"]
+        assert ids(a) == ids(a, model="specway/echo") == ids(a, outcome="ok") == [mine]
+        other = a.get("/v1/route/decisions", params={"key_id": world.b_key_id})
+        unknown = a.get("/v1/route/decisions", params={"key_id": UNKNOWN_KEY})
+        assert other.json() == unknown.json() == {"object": "list", "data": [], "has_more": False, "next_cursor": None}
+        assert ids(b) == ids(b, key_id=world.b_key_id) == [theirs]
+        assert not {mine, theirs} & set(ids(world.operator))
+        assert a.get(f"/v1/route/explain/{theirs}").status_code == world.operator.get(
+            f"/v1/route/explain/{theirs}").status_code == 404
+
+
 def test_a_workspace_admin_manages_its_own_workspace(world: World) -> None:
     assert world.tenant.get(f"/v1/workspaces/{world.a}").json()["name"] == "tenant a"
     assert world.tenant.patch(f"/v1/workspaces/{world.a}", json={"name": "tenant a2"}).json()["name"] == "tenant a2"

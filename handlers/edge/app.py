@@ -18,6 +18,7 @@ from starlette.types import ASGIApp
 from generated import errors as codes
 from generated import routes
 from generated.config import Config
+from handlers.console.serve import Console
 from handlers.edge import paths
 from handlers.edge.connexion_adapter import Refusal, build_connexion_app
 from handlers.edge.middleware import Edge
@@ -80,7 +81,8 @@ def create_app(config: Config | None = None, *, gateway: Gateway | None = None) 
                         Exception: _on_crash},
         on_refusal=_on_refusal,
     )
-    edge = Edge(app, gw, spec=paths.SPEC.read_bytes())  # served as it is in the repository, $refs and names kept
+    # The spec served as it is in the repository ($refs and names kept), and the operator console.
+    edge = Edge(app, gw, spec=paths.SPEC.read_bytes(), console=Console())
     return _traced(edge, gw)
 
 

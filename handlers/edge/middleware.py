@@ -1,5 +1,6 @@
-"""The edge of the app: request ids, the body's size and time limits, the gateway bound for the request, and the spec
-document. (The limits on connections and headers sit below, in handlers/edge/connections.py.)
+"""The edge of the app: request ids, the body's size and time limits, the gateway bound for the request, the spec
+document and the operator console's files (handlers/console). (The limits on connections and headers sit below, in
+handlers/edge/connections.py.)
 
 `GET /openapi.json` is answered here, before Connexion, with the bundled openapi.json byte for byte (read once at
 startup): Connexion would serve its resolved copy, every `$ref` inlined, and clients generated from that lose the
@@ -16,6 +17,8 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from generated import errors as codes
+from handlers.console.serve import PREFIX as CONSOLE
+from handlers.console.serve import Console, is_console
 from handlers.edge import paths
 from handlers.errors import ApiError
 from handlers.gateway import Gateway
@@ -41,9 +44,11 @@ class Edge:
     arrive within `server.body_timeout_seconds` of the request's start (a Content-Length that promises more than
     is sent ends there too, rather than waiting forever)."""
 
-    def __init__(self, app: ASGIApp, gateway: Gateway, *, spec: bytes | None = None) -> None:
+    def __init__(self, app: ASGIApp, gateway: Gateway, *, spec: bytes | None = None,
+                 console: Console | None = None) -> None:
         self.app = app
         self.gateway = gateway
+        self.console = console
         self.limit = gateway.config.server.body_limit_bytes
         self.body_timeout = float(gateway.config.server.body_timeout_seconds)
         self.spec = spec
@@ -58,7 +63,8 @@ class Edge:
         request_id = _request_id(scope)
         rid = request_id.encode()
         info = paths.match(scope["path"], scope["method"])
-        route = info.template if info else "unmatched"
+        at_console = self.console is not None and is_console(scope["path"])
+        route = info.template if info else CONSOLE if at_console else "unmatched"
         fields: dict[str, Any] = {"request_id": request_id, "method": scope["method"], "route": route, "status": 500}
         started = time.perf_counter()
 
@@ -80,6 +86,11 @@ class Edge:
                 await _send_error(send_with_id, _too_large(self.limit), scope)  # nothing of the body is read
             elif self.spec is not None and scope["path"] == SPEC_PATH:
                 await _send_spec(send_with_id, scope["method"], self.spec)
+            elif at_console and self.console is not None:
+                try:
+                    await self.console(scope, receive, send_with_id)
+                except ApiError as err:
+                    await _send_error(send_with_id, err, scope)
             else:
                 await self.app(scope, _reading(receive, self.limit, self.body_timeout), send_with_id)
         finally:

@@ -1,4 +1,5 @@
-"""GET /v1/models, /v1/models/{id}, /v1/key and /v1/route/explain/{id}: what a key may use, is, and caused."""
+"""GET /v1/models, /v1/models/{id}, /v1/key, /v1/route/explain/{id} and /v1/route/decisions: what a key may use,
+is, and caused."""
 
 from __future__ import annotations
 
@@ -8,14 +9,19 @@ from starlette.responses import Response
 
 from generated import errors as codes
 from generated import models
+from generated.scopes import WORKSPACE_ADMIN
 from handlers import gateway
 from handlers.administration import accounts as admin
+from handlers.administration import tenancy
 from handlers.administration.auth import Principal
 from handlers.edge.responses import json_response, model_response
 from handlers.errors import ApiError, not_found
 from handlers.inference.catalog import SOURCED_FIELDS, Catalog, Model
 from handlers.inference.formats import FORMATS
 from handlers.store.values import money_text
+from handlers.observability import decisions
+from handlers.observability.usage import parse_time
+from handlers.store.base import DecisionQuery
 
 # An answer's id is its decision id after its format's prefix (chatcmpl-, msg_, resp_).
 _DECISION_PREFIXES = tuple(fmt.VOCABULARY.id_prefix for fmt in FORMATS.values())
@@ -96,3 +102,25 @@ async def explain_decision(principal: Principal, decision_id: str) -> Response:
     if record is None or record.get("workspace_id") != principal.workspace_id:
         raise not_found(f"No decision {decision_id!r} for this key's workspace.", codes.DECISION_NOT_FOUND)
     return json_response(record)
+
+
+async def list_decisions(principal: Principal, key_id: str | None = None, model: str | None = None,
+                         outcome: str | None = None, start: str | None = None, end: str | None = None,
+                         limit: int | None = None, cursor: str | None = None) -> Response:
+    """Explain's records, newest first: the caller's workspace's; without workspace:admin (or admin), its own."""
+    if not tenancy.holds(principal.key.scopes, WORKSPACE_ADMIN):
+        if key_id not in (None, principal.key.id):  # another key is answered like an unknown one
+            return model_response(models.DecisionList(object="list", data=[], has_more=False, next_cursor=None))
+        key_id = principal.key.id
+    size = limit or 50
+    query = DecisionQuery(workspace_id=principal.workspace_id, key_id=key_id, model=model, outcome=outcome,
+                          start=parse_time("start", start), end=parse_time("end", end),
+                          before=None if cursor is None else decisions.read_cursor(cursor), limit=size + 1)
+    gw = gateway.current()
+    await gw.write()  # what this process answered so far is listed too
+    found = await gw.store.list_decisions(query)
+    page = found[:size]
+    more = len(found) > size
+    return model_response(models.DecisionList(
+        object="list", data=[decisions.summary(r) for r in page], has_more=more,
+        next_cursor=decisions.cursor_after(page[-1]) if more else None))

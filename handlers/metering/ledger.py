@@ -80,6 +80,9 @@ class Ledger:
         self._leases: dict[str, Lease] = {}
         self._settlements: dict[str, Decimal | None] = {}  # direct holds whose settlement waits for the store
         self._outage = Outage("settlements", "what was spent stays in memory and is written when it is back", log)
+        # The writer and a read that writes first (GET /v1/usage, GET /v1/route/decisions) may flush at once: one
+        # at a time, or both would forget the same idle lease.
+        self._flushing = asyncio.Lock()
         self.wake = lambda: None  # the writer's, set by the gateway: a lease runs low
         self.records: PaidRecords | None = None  # the recorder, set by the gateway: each sync writes its records
 
@@ -124,6 +127,10 @@ class Ledger:
     # the writer's
     async def flush(self, final: bool = False) -> None:
         """Write every lease's spending and resize it; with `final`, give every lease back (shutdown)."""
+        async with self._flushing:
+            await self._flush(final)
+
+    async def _flush(self, final: bool) -> None:
         for reservation, cost in list(self._settlements.items()):
             try:
                 await self.store.finish(reservation, cost, money.finish)

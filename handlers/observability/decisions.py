@@ -10,8 +10,9 @@ import logging
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from generated import errors as codes
 from generated import models
-from handlers.errors import StoreUnavailable
+from handlers.errors import StoreUnavailable, bad_request
 from handlers.periodic import Periodic
 from handlers.store.base import Outage, Store
 
@@ -26,10 +27,10 @@ _BATCH = 200
 log = logging.getLogger("specway.decisions")
 
 
-def record(plan: Plan, trace: Trace, note: str = "") -> models.Decision:
-    """What GET /v1/route/explain returns for the request; `note` ends its explanation. Built by the writer (or by
-    explain while the record is pending), never on the request's path: the Plan and the Trace are final once the
-    request is over."""
+def record(plan: Plan, trace: Trace, note: str = "", revision: str | None = None) -> models.Decision:
+    """What GET /v1/route/explain returns for the request; `note` ends its explanation, `revision` is the
+    configuration's (handlers/config.py revision). Built by the writer (or by explain while the record is pending),
+    never on the request's path: the Plan and the Trace are final once the request is over."""
     u = trace.usage
     return models.Decision.model_construct(
         id=plan.id, object="route.decision", created_at=plan.created.isoformat(), key_id=plan.key.id,
@@ -48,7 +49,8 @@ def record(plan: Plan, trace: Trace, note: str = "") -> models.Decision:
             input_tokens=u.input_tokens, output_tokens=u.output_tokens, cached_input_tokens=u.cached_input_tokens,
             cache_write_tokens=u.cache_write_tokens, reasoning_tokens=u.reasoning_tokens),
         usage_estimated=trace.usage_estimated, cost=trace.cost, outcome=trace.outcome,
-        pricing=_pricing(trace), explanation=explanation(plan, trace) + note, left_out=trace.left_out,
+        pricing=_pricing(trace), explanation=explanation(plan, trace) + note, config_revision=revision,
+        left_out=trace.left_out,
     )
 
 
@@ -83,9 +85,46 @@ def explanation(plan: Plan, trace: Trace) -> str:
     return " ".join(parts)
 
 
+def summary(stored: dict[str, Any]) -> models.DecisionSummary:
+    """A stored record in brief, as GET /v1/route/decisions lists it."""
+    outcome = stored.get("outcome") or "pending"
+    code = codes.BY_NAME.get(outcome)
+    attempts = stored.get("attempts") or []
+    usage = stored.get("usage") or {}
+    return models.DecisionSummary.model_construct(
+        id=stored["id"], object="route.decision", created_at=stored["created_at"], key_id=stored.get("key_id"),
+        workspace_id=stored.get("workspace_id"), format=stored.get("format"), stream=stored.get("stream", False),
+        requested_model=stored.get("requested_model"), model=stored.get("model"), outcome=outcome,
+        status=200 if outcome == "ok" else code.status if code else None, attempts=len(attempts),
+        latency_ms=round(sum(a.get("latency_ms") or 0 for a in attempts), 3),
+        input_tokens=usage.get("input_tokens"), output_tokens=usage.get("output_tokens"), cost=stored.get("cost"),
+        config_revision=stored.get("config_revision"))
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def cursor_after(stored: dict[str, Any]) -> str:
+    """Where the page that ends with this record leaves off: its time in microseconds since 1970, "~", its id."""
+    at = datetime.fromisoformat(stored["created_at"])
+    at = at if at.tzinfo else at.replace(tzinfo=UTC)
+    return f"{(at - _EPOCH) // _MICROSECOND}~{stored['id']}"
+
+
+def read_cursor(cursor: str) -> tuple[datetime, str]:
+    """(created_at, id) from cursor_after's text; the spec's pattern has checked its shape (17 digits at most stay
+    within datetime's range)."""
+    micros, _, last = cursor.partition("~")
+    if not micros.isdigit() or not last or len(micros) > 17:
+        raise bad_request("cursor: not a cursor this operation gave.", param="cursor")
+    return _EPOCH + int(micros) * _MICROSECOND, last
+
+
 class Recorder:
-    def __init__(self, store: Store, retention_days: float = 30) -> None:
+    def __init__(self, store: Store, retention_days: float = 30, revision: str | None = None) -> None:
         self._store = store
+        self._revision = revision
         self._retention = timedelta(days=retention_days)
         self._pending: dict[str, tuple[Plan, Trace, str]] = {}  # what each record is made of, by id
         # The pending records whose cost a lease holds, by lease: the ledger writes them with the lease's charge.
@@ -109,7 +148,12 @@ class Recorder:
     async def get(self, decision_id: str) -> dict[str, Any] | None:
         """A record as its JSON is (or will be) stored, whether still pending here or already in the store."""
         pending = self._pending.get(decision_id)
-        return record(*pending).model_dump() if pending is not None else await self._store.get_decision(decision_id)
+        return self._made(pending) if pending is not None else await self._store.get_decision(decision_id)
+
+    def _made(self, made: tuple[Plan, Trace, str]) -> dict[str, Any]:
+        """A pending request's record, as stored."""
+        plan, trace, note = made
+        return record(plan, trace, note, self._revision).model_dump()
 
     def start(self) -> None:
         self._pruner.start()
@@ -123,7 +167,7 @@ class Recorder:
     def paid(self, lease: object) -> list[dict[str, Any]]:
         """The pending records whose cost `lease` holds, as stored: its sync writes them with that charge."""
         ids = self._paid.get(lease)
-        return [record(*self._pending[i]).model_dump() for i in ids] if ids else []
+        return [self._made(self._pending[i]) for i in ids] if ids else []
 
     def written(self, lease: object, ids: list[str]) -> None:
         """A sync of `lease` wrote these records of it."""
@@ -145,7 +189,7 @@ class Recorder:
             unpaid = [made for made in self._pending.values() if made[1].paid_by is None][:_BATCH]
             if not unpaid:
                 return
-            batch = [record(*made).model_dump() for made in unpaid]
+            batch = [self._made(made) for made in unpaid]
             try:
                 await self._store.save_decisions(batch, self._uncounted_of(batch))
             except StoreUnavailable as away:

@@ -58,14 +58,21 @@ def report(rows: list[tuple[Group, Counts]], start: datetime, end: datetime, buc
             "group_by": group_by, "data": data, "totals": _counts(totals)}
 
 
-def _time(name: str, value: str | None) -> datetime | None:
+def parse_time(name: str, value: str | None) -> datetime | None:
+    """A query parameter's ISO 8601 time, in UTC (naive: UTC already); one past datetime's range once in UTC
+    (0001-01-01T00:00:00+01:00) is its first or last instant."""
     if value is None:
         return None
     try:  # RFC 3339 allows a leap second, which datetime does not: it counts in its minute
         at = datetime.fromisoformat(_LEAP.sub(r"\1:59", value))
     except ValueError:
         raise bad_request(f"{name}: not an ISO 8601 date and time: {value!r}.", param=name) from None
-    return at if at.tzinfo else at.replace(tzinfo=UTC)
+    if at.tzinfo is None:
+        return at.replace(tzinfo=UTC)
+    try:
+        return at.astimezone(UTC)
+    except OverflowError:
+        return (datetime.min if at.year == 1 else datetime.max).replace(tzinfo=UTC)
 
 
 def _range(start: datetime | None, end: datetime | None) -> tuple[datetime, datetime]:
@@ -85,7 +92,7 @@ def _minus(at: datetime, delta: timedelta) -> datetime:
 
 
 def time_range(start: str | None, end: str | None) -> tuple[datetime, datetime]:
-    return _range(_time("start", start), _time("end", end))
+    return _range(parse_time("start", start), parse_time("end", end))
 
 
 def dimensions(group_by: str | None) -> list[str]:

@@ -169,6 +169,20 @@ class LeaseGrant:
     useful: bool  # big enough for requests to draw on
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DecisionQuery:
+    """Which decision records to list, newest first: each field that is set narrows the list."""
+
+    workspace_id: str | None = None
+    key_id: str | None = None
+    model: str | None = None  # as usage counts it: the model that answered, or else the one asked for
+    outcome: str | None = None  # one outcome, or "error" for every outcome but ok
+    start: datetime | None = None  # made at or after
+    end: datetime | None = None  # made before
+    before: tuple[datetime, str] | None = None  # (created_at, id) of the last record of the page before
+    limit: int = 50
+
+
 # The money rules the store runs inside its transactions (handlers/metering/money.py): the store reads the rows,
 # passes them to the rule the metering layer gave it, and writes what the rule returns; it decides nothing itself.
 # (the key and workspace, nothing held yet; the amount; now) -> them holding it. Raises Refused.
@@ -349,6 +363,10 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def get_decision(self, decision_id: str) -> dict[str, Any] | None: ...
+
+    @abc.abstractmethod
+    async def list_decisions(self, query: DecisionQuery) -> list[dict[str, Any]]:
+        """The records `query` selects, newest first (by created_at, then id), at most query.limit of them."""
 
     @abc.abstractmethod
     async def prune_decisions(self, older_than: datetime) -> int: ...

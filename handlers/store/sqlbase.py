@@ -18,6 +18,7 @@ from typing import Any
 from . import usage
 from .base import (
     Books,
+    DecisionQuery,
     FinishRule,
     HoldRule,
     LeaseGrant,
@@ -37,7 +38,7 @@ from .values import (
 )
 
 _LEASE_COLS = ("id", "key_id", "workspace_id", "amount", "state", "created_at", "lease", "cost", "in_flight", "owner")
-_DECISION_COLS = ("id", "created_at", "workspace_id", "key_id", "record")
+_DECISION_COLS = ("id", "created_at", "workspace_id", "key_id", "model", "outcome", "record")
 _SAVE_DECISION = (f"{sql_insert('decisions', _DECISION_COLS)} ON CONFLICT (id) DO UPDATE SET "
                   + ", ".join(f"{col} = excluded.{col}" for col in _DECISION_COLS[1:]))
 _BEAT = ("INSERT INTO owners (id, heartbeat_at) VALUES ($1, $2)"
@@ -235,7 +236,39 @@ class SQLStore(SQLAccounts):
         row = await self._one("SELECT record FROM decisions WHERE id = $1", decision_id)
         return None if row is None else json.loads(row["record"])
 
+    async def list_decisions(self, query: DecisionQuery) -> list[dict[str, Any]]:
+        where, args = _decision_filters(query)
+        args.append(query.limit)
+        sql = f"SELECT record FROM decisions{where} ORDER BY created_at DESC, id DESC LIMIT ${len(args)}"
+        return [json.loads(row["record"]) for row in await self._all(sql, *args)]
+
     async def prune_decisions(self, older_than: datetime) -> int:
         async with self._tx() as tx:
             return await tx.execute("DELETE FROM decisions WHERE created_at < $1", utc(older_than))
 
+
+
+def _decision_filters(query: DecisionQuery) -> tuple[str, list[Any]]:
+    """The WHERE clause (or "") and its values for the records `query` selects."""
+    conditions: list[str] = []
+    args: list[Any] = []
+
+    def mark(value: Any) -> str:
+        args.append(value)
+        return f"${len(args)}"
+
+    for col, value in (("workspace_id", query.workspace_id), ("key_id", query.key_id), ("model", query.model)):
+        if value is not None:
+            conditions.append(f"{col} = {mark(value)}")
+    if query.outcome == "error":  # as usage counts errors: every outcome but ok
+        conditions.append("(outcome IS NULL OR outcome <> 'ok')")
+    elif query.outcome is not None:
+        conditions.append(f"outcome = {mark(query.outcome)}")
+    if query.start is not None:
+        conditions.append(f"created_at >= {mark(utc(query.start))}")
+    if query.end is not None:
+        conditions.append(f"created_at < {mark(utc(query.end))}")
+    if query.before is not None:
+        at, last = mark(utc(query.before[0])), mark(query.before[1])
+        conditions.append(f"(created_at < {at} OR (created_at = {at} AND id < {last}))")
+    return (" WHERE " + " AND ".join(conditions) if conditions else ""), args

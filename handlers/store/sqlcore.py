@@ -116,5 +116,7 @@ class SQLCore(Store):
                 slack[row[by]] = slack.get(row[by], Decimal(0)) + Decimal(row["amount"]) - Decimal(row["in_flight"])
             for item in items:
                 item.reserved -= max(Decimal(0), slack.get(item.id, Decimal(0)))
+                if not item.reserved:  # 0.0000080 - 0.0000080 is 0E-7, which JSON would show as such
+                    item.reserved = Decimal(0)
         return items
 

@@ -10,7 +10,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from .values import as_time
+from .values import as_time, listed_model
 
 GROUP = ("hour", "workspace_id", "key_id", "model", "upstream")  # the table's dimensions, the primary key but one
 COUNTS = ("requests", "errors", "input_tokens", "output_tokens", "cached_input_tokens", "cache_write_tokens",
@@ -49,21 +49,14 @@ def of_record(record: dict[str, Any]) -> tuple[Group, Counts] | None:
         return None
     attempts = record.get("attempts") or []
     group = (created.replace(minute=0, second=0, microsecond=0), record.get("workspace_id") or "", record["key_id"],
-             _model(record), (attempts[-1].get("upstream") or "") if attempts else "")
+             listed_model(record), (attempts[-1].get("upstream") or "")
+             if attempts else "")
     usage = record.get("usage") or {}
     counts = Counts(1, 0 if record.get("outcome") == "ok" else 1, usage.get("input_tokens") or 0,
                     usage.get("output_tokens") or 0, usage.get("cached_input_tokens") or 0,
                     usage.get("cache_write_tokens") or 0, usage.get("reasoning_tokens") or 0,
                     Decimal(record.get("cost") or 0))
     return group, counts
-
-
-def _model(record: dict[str, Any]) -> str:
-    """The model a request counts under: the one that answered; for one refused before any answer (402, 429, every
-    upstream away), the model it was routed to, else the one it named; "" when it reached no model at all."""
-    candidates = record.get("candidates") or []
-    return record.get("model") or (candidates[0].get("model") if candidates else None) or \
-        record.get("requested_model") or ""
 
 
 def rollup(records: list[dict[str, Any]]) -> dict[Group, Counts]:

@@ -165,16 +165,27 @@ def key_row(key: Key) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def listed_model(record: dict[str, Any]) -> str:
+    """The model a decision record is counted and listed under: the one that answered; for one refused before any
+    answer (402, 429, every upstream away), the model it was routed to, else the one it named; "" when it reached no
+    model at all."""
+    candidates = record.get("candidates") or []
+    return record.get("model") or (candidates[0].get("model") if candidates else None) or \
+        record.get("requested_model") or ""
+
+
 def to_decision(record: dict[str, Any]) -> tuple[Any, ...]:
-    """(id, created_at, workspace_id, key_id, JSON) for the decisions table."""
+    """(id, created_at, workspace_id, key_id, model, outcome, JSON) for the decisions table."""
     for required in ("id", "created_at"):
         if required not in record:
             raise ValueError(f"a decision record needs {required!r}")
     created_at = as_time(record["created_at"])
     text = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
     if "\\u0000" in text:  # a NUL from the caller (a model name, say): PostgreSQL's jsonb refuses it
-        text = json.dumps(_without_nul(record), ensure_ascii=False, separators=(",", ":"))
-    return record["id"], created_at, record.get("workspace_id"), record.get("key_id"), text
+        record = _without_nul(record)
+        text = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+    return (record["id"], created_at, record.get("workspace_id"), record.get("key_id"), listed_model(record),
+            record.get("outcome"), text)
 
 
 def _without_nul(value: Any) -> Any:
