@@ -1016,7 +1016,7 @@ class GeminiGenerationConfig(StrictModel):
     topP: StrictFloat = Field(None, json_schema_extra={"x-translate": "canonical"})
     topK: StrictFloat = Field(None, json_schema_extra={"x-translate": "extra"})
     """
-    Sample from the top K tokens only; gemini upstreams only.
+    Sample from the top K tokens only; gemini upstreams, and anthropic ones (as top_k), only.
     """
     candidateCount: StrictInt = Field(None, ge=1, json_schema_extra={"x-translate": {"inert": 1}}, le=1)
     """
