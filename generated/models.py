@@ -590,119 +590,40 @@ class SseEvent(StrictModel):
     id: StrictStr = None
 
 
-class GeminiGenerationConfig(StrictModel):
+class GeminiThinkingConfig(StrictModel):
     model_config = ConfigDict(
         extra="allow",
     )
-    temperature: StrictFloat = Field(None, json_schema_extra={"x-translate": "canonical"})
-    topP: StrictFloat = Field(None, json_schema_extra={"x-translate": "canonical"})
-    topK: StrictFloat = Field(None, json_schema_extra={"x-translate": "extra"})
+    thinkingBudget: StrictInt = None
+    thinkingLevel: StrictStr = None
     """
-    Sample from the top K tokens only; gemini upstreams only.
+    MINIMAL, LOW, MEDIUM or HIGH.
     """
-    candidateCount: StrictInt = Field(None, json_schema_extra={"x-translate": {"inert": 1}})
-    """
-    The gateway returns one candidate; any other count is refused by name.
-    """
-    maxOutputTokens: StrictFloat = Field(
-        None, ge=1.0, json_schema_extra={"x-translate": "canonical"}, le=2147483647.0, multiple_of=1.0
+    includeThoughts: StrictBool = None
+
+
+class Part(StrictModel):
+    model_config = ConfigDict(
+        extra="allow",
     )
-    stopSequences: list[StrictStr] = Field(None, json_schema_extra={"x-translate": "canonical"})
-    seed: StrictInt = Field(None, json_schema_extra={"x-translate": "canonical"})
-    presencePenalty: StrictFloat = Field(None, json_schema_extra={"x-translate": {"inert": 0}})
-    """
-    Gemini upstreams only (0 goes anywhere).
-    """
-    frequencyPenalty: StrictFloat = Field(None, json_schema_extra={"x-translate": {"inert": 0}})
-    """
-    Gemini upstreams only (0 goes anywhere).
-    """
-    responseLogprobs: StrictBool = Field(None, json_schema_extra={"x-translate": {"inert": False}})
-    """
-    Gemini upstreams only (false goes anywhere).
-    """
-    logprobs: StrictInt = Field(None, json_schema_extra={"x-translate": "extra"})
-    """
-    Gemini upstreams only.
-    """
-    responseMimeType: StrictStr = Field(None, json_schema_extra={"x-translate": "canonical"})
-    """
-    text/plain, or application/json (structured output, matching responseSchema or responseJsonSchema when given); any other type (text/x.enum) reaches a gemini upstream only.
-    """
-    responseSchema: dict[str, Any] = Field(None, json_schema_extra={"x-translate": "canonical"})
-    """
-    Google's OpenAPI-subset schema (types in capitals), translated into a JSON schema for other upstreams.
-    """
-    responseJsonSchema: Any = Field(None, json_schema_extra={"x-translate": "canonical"})
-    """
-    A JSON schema the answer must match.
-    """
-    responseModalities: list[StrictStr] = Field(None, json_schema_extra={"x-translate": {"inert": ["TEXT"]}})
-    """
-    Only TEXT goes to other upstreams.
-    """
-    mediaResolution: StrictStr = Field(None, json_schema_extra={"x-translate": "advisory"})
-    """
-    How finely Google reads images and video. Advisory; left out for other upstreams.
-    """
-    speechConfig: dict[str, Any] = Field(None, json_schema_extra={"x-translate": "extra"})
-    """
-    Spoken answers; gemini upstreams only.
-    """
-    imageConfig: dict[str, Any] = Field(None, json_schema_extra={"x-translate": "extra"})
-    """
-    Generated images; gemini upstreams only.
-    """
-    audioTimestamp: StrictBool = Field(None, json_schema_extra={"x-translate": "extra"})
-    """
-    Gemini upstreams only.
-    """
-    enableEnhancedCivicAnswers: StrictBool = Field(None, json_schema_extra={"x-translate": "extra"})
-    """
-    Gemini upstreams only.
-    """
-    enableAffectiveDialog: StrictBool = Field(None, json_schema_extra={"x-translate": "extra"})
-    """
-    Gemini upstreams only.
-    """
-    routingConfig: dict[str, Any] = Field(None, json_schema_extra={"x-translate": "extra"})
-    """
-    Vertex AI's model routing; gemini upstreams only.
-    """
-    modelSelectionConfig: dict[str, Any] = Field(None, json_schema_extra={"x-translate": "extra"})
-    """
-    Vertex AI's model selection; gemini upstreams only.
-    """
-    thinkingConfig: dict[str, Any] = Field(None, json_schema_extra={"x-translate": "canonical"})
-    """
-    {thinkingBudget, thinkingLevel, includeThoughts}: thinkingLevel (MINIMAL, LOW, MEDIUM, HIGH) is the request's effort; thinkingBudget is Anthropic's budget_tokens (0 turns thinking off, -1 lets the model decide; the key's routing policy maps a budget to an effort tier); includeThoughts shows the reasoning as thought parts.
-    """
+    text: StrictStr
 
 
-class GeminiContent(StrictModel):
+class GeminiSystemInstruction(StrictModel):
     model_config = ConfigDict(
         extra="allow",
     )
     role: StrictStr = None
-    """
-    user or model (function, for function responses, is read as user).
-    """
-    parts: list[dict[str, Any]] = None
-    """
-    Parts: {text}, {inlineData: {mimeType, data}}, {fileData: {mimeType, fileUri}}, {functionCall: {id?, name, args}}, {functionResponse: {id?, name, response, parts?}}, a thought ({text, thought: true}); any part may carry a thoughtSignature. Google's other parts (executableCode, codeExecutionResult, videoMetadata ...) reach a gemini upstream only.
-    """
+    parts: list[Part]
 
 
-class GeminiCandidate(StrictModel):
+class FunctionCall(StrictModel):
     model_config = ConfigDict(
         extra="allow",
     )
-    content: GeminiContent = None
-    finishReason: StrictStr = None
-    """
-    STOP, MAX_TOKENS or SAFETY (a tool call ends with STOP, as Gemini's do); absent from a stream's chunks before the last.
-    """
-    index: StrictInt = None
+    id: StrictStr = None
+    name: StrictStr = Field(..., min_length=1)
+    args: dict[str, Any] = None
 
 
 class GeminiUsageMetadata(StrictModel):
@@ -726,23 +647,6 @@ class GeminiUsageMetadata(StrictModel):
     Reasoning tokens, when the upstream reported them apart.
     """
     totalTokenCount: StrictInt = None
-
-
-class GeminiCountTokensRequest(StrictModel):
-    """
-    The prompt to count, as `contents` (with `systemInstruction` and `tools`, as Vertex AI takes them), or as a whole `generateContentRequest`.
-    """
-
-    model_config = ConfigDict(
-        extra="allow",
-    )
-    contents: list[GeminiContent] = None
-    systemInstruction: StrictStr | GeminiContent = None
-    tools: list[Any] = None
-    generateContentRequest: dict[str, Any] = None
-    """
-    A GenerateContentRequest (its `model` is ignored, the path names the model).
-    """
 
 
 class GeminiCountTokensResponse(StrictModel):
@@ -1350,73 +1254,92 @@ class Error(StrictModel):
     error: ErrorDetail
 
 
-class GeminiGenerateContentRequest(StrictModel):
-    """
-    A GenerateContentRequest. The model is the path's `{model}`. Every field google-genai sends is declared here; a gemini-kind upstream gets the fields as the caller wrote them, another kind gets what translates (a field that does not is a 400 naming it; advisory ones such as labels and safetySettings are left out).
-    """
-
+class GeminiGenerationConfig(StrictModel):
     model_config = ConfigDict(
         extra="allow",
     )
-    contents: list[GeminiContent] = Field(..., json_schema_extra={"x-translate": "canonical"}, min_length=1)
+    temperature: StrictFloat = Field(None, json_schema_extra={"x-translate": "canonical"})
+    topP: StrictFloat = Field(None, json_schema_extra={"x-translate": "canonical"})
+    topK: StrictFloat = Field(None, json_schema_extra={"x-translate": "extra"})
     """
-    The conversation, oldest first; `role` is user or model.
+    Sample from the top K tokens only; gemini upstreams, and anthropic ones (as top_k), only.
     """
-    systemInstruction: StrictStr | GeminiContent = Field(None, json_schema_extra={"x-translate": "canonical"})
+    candidateCount: StrictInt = Field(None, ge=1, json_schema_extra={"x-translate": {"inert": 1}}, le=1)
     """
-    A Content whose text parts are the system prompt (or a plain string).
+    The gateway returns one candidate; any other count is refused by name.
     """
-    tools: list[Any] = Field(None, json_schema_extra={"x-translate": "canonical"})
-    """
-    Tools: {functionDeclarations: [{name, description, parameters | parametersJsonSchema}]} are translated for any upstream; {googleSearch: {}} is a hosted web search (Anthropic's and OpenAI's web search elsewhere); Google's other tools (codeExecution, urlContext, googleMaps, fileSearch, computerUse ...) reach a gemini upstream only. Never validated here.
-    """
-    toolConfig: dict[str, Any] | None = Field(None, json_schema_extra={"x-translate": "canonical"})
-    """
-    functionCallingConfig {mode: AUTO | ANY | NONE | VALIDATED, allowedFunctionNames} is the tool choice (ANY with one name forces that function; several names or VALIDATED reach a gemini upstream only); retrievalConfig (for Google's own tools) is advisory.
-    """
-    generationConfig: GeminiGenerationConfig = Field(None, json_schema_extra={"x-translate": "canonical"})
-    """
-    Sampling, limits, structured output and thinking.
-    """
-    safetySettings: list[dict[str, Any]] | None = Field(None, json_schema_extra={"x-translate": "advisory"})
-    """
-    [{category, threshold}]: Google's content-filter thresholds. Advisory; another provider applies its own filtering.
-    """
-    cachedContent: StrictStr | None = Field(None, json_schema_extra={"x-translate": "extra"})
-    """
-    A Google context cache (cachedContents/...); gemini upstreams only.
-    """
-    labels: dict[str, StrictStr] | None = Field(None, json_schema_extra={"x-translate": "advisory"})
-    """
-    Billing labels. Advisory; left out for other upstreams.
-    """
-    serviceTier: StrictStr | None = Field(None, json_schema_extra={"x-translate": "advisory"})
-    """
-    Google's service tier. Advisory; left out for other upstreams.
-    """
-    store: StrictBool | None = Field(None, json_schema_extra={"x-translate": "extra"})
-    """
-    Whether Google stores the interaction; gemini upstreams only.
-    """
-    continuationToken: StrictStr | None = Field(None, json_schema_extra={"x-translate": "extra"})
-    """
-    Continues an earlier answer; gemini upstreams only.
-    """
-
-
-class GeminiGenerateContentResponse(StrictModel):
-    model_config = ConfigDict(
-        extra="allow",
+    maxOutputTokens: StrictFloat = Field(
+        None, ge=1.0, json_schema_extra={"x-translate": "canonical"}, le=2147483647.0, multiple_of=1.0
     )
-    candidates: list[GeminiCandidate]
-    usageMetadata: GeminiUsageMetadata
-    modelVersion: StrictStr
+    stopSequences: list[StrictStr] = Field(None, json_schema_extra={"x-translate": "canonical"})
+    seed: StrictInt = Field(None, json_schema_extra={"x-translate": "canonical"})
+    presencePenalty: StrictFloat = Field(None, json_schema_extra={"x-translate": {"inert": 0}})
     """
-    The catalog's public id of the model that answered.
+    Gemini upstreams only (0 goes anywhere).
     """
-    responseId: StrictStr
+    frequencyPenalty: StrictFloat = Field(None, json_schema_extra={"x-translate": {"inert": 0}})
     """
-    The decision id (GET /v1/route/explain/{decisionId} reads it back).
+    Gemini upstreams only (0 goes anywhere).
+    """
+    responseLogprobs: StrictBool = Field(None, json_schema_extra={"x-translate": {"inert": False}})
+    """
+    Gemini upstreams only (false goes anywhere).
+    """
+    logprobs: StrictInt = Field(None, json_schema_extra={"x-translate": "extra"})
+    """
+    Gemini upstreams only.
+    """
+    responseMimeType: StrictStr = Field(None, json_schema_extra={"x-translate": "canonical"})
+    """
+    text/plain, or application/json (structured output, matching responseSchema or responseJsonSchema when given); any other type (text/x.enum) reaches a gemini upstream only.
+    """
+    responseSchema: dict[str, Any] = Field(None, json_schema_extra={"x-translate": "canonical"})
+    """
+    Google's OpenAPI-subset schema (types in capitals), translated into a JSON schema for other upstreams.
+    """
+    responseJsonSchema: dict[str, Any] = Field(None, json_schema_extra={"x-translate": "canonical"})
+    """
+    A JSON schema the answer must match (responseMimeType application/json, or no responseMimeType).
+    """
+    responseModalities: list[StrictStr] = Field(None, json_schema_extra={"x-translate": {"inert": ["TEXT"]}})
+    """
+    Only TEXT goes to other upstreams.
+    """
+    mediaResolution: StrictStr = Field(None, json_schema_extra={"x-translate": "advisory"})
+    """
+    How finely Google reads images and video. Advisory; left out for other upstreams.
+    """
+    speechConfig: dict[str, Any] = Field(None, json_schema_extra={"x-translate": "extra"})
+    """
+    Spoken answers; gemini upstreams only.
+    """
+    imageConfig: dict[str, Any] = Field(None, json_schema_extra={"x-translate": "extra"})
+    """
+    Generated images; gemini upstreams only.
+    """
+    audioTimestamp: StrictBool = Field(None, json_schema_extra={"x-translate": "extra"})
+    """
+    Gemini upstreams only.
+    """
+    enableEnhancedCivicAnswers: StrictBool = Field(None, json_schema_extra={"x-translate": "extra"})
+    """
+    Gemini upstreams only.
+    """
+    enableAffectiveDialog: StrictBool = Field(None, json_schema_extra={"x-translate": "extra"})
+    """
+    Gemini upstreams only.
+    """
+    routingConfig: dict[str, Any] = Field(None, json_schema_extra={"x-translate": "extra"})
+    """
+    Vertex AI's model routing; gemini upstreams only.
+    """
+    modelSelectionConfig: dict[str, Any] = Field(None, json_schema_extra={"x-translate": "extra"})
+    """
+    Vertex AI's model selection; gemini upstreams only.
+    """
+    thinkingConfig: GeminiThinkingConfig = Field(None, json_schema_extra={"x-translate": "canonical"})
+    """
+    {thinkingBudget, thinkingLevel, includeThoughts}: thinkingLevel (MINIMAL, LOW, MEDIUM, HIGH) is the request's effort; thinkingBudget is Anthropic's budget_tokens (0 turns thinking off, -1 lets the model decide; the key's routing policy maps a budget to an effort tier); includeThoughts shows the reasoning as thought parts.
     """
 
 
@@ -2004,3 +1927,148 @@ class ResponseObject(StrictModel):
     The request's tools as the caller wrote them, with what OpenAI's schema requires of each (a function tool's strict and parameters, null when not said). Tools are not validated, so an item is echoed as it came even when it is not an object.
     """
     text: ResponseTextEcho = None
+
+
+class GeminiGenerateContentRequest(StrictModel):
+    """
+    A GenerateContentRequest. The model is the path's `{model}`. Every field google-genai sends is declared here; a gemini-kind upstream gets the fields as the caller wrote them, another kind gets what translates (a field that does not is a 400 naming it; advisory ones such as labels and safetySettings are left out).
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    contents: list[GeminiContent] = Field(..., json_schema_extra={"x-translate": "canonical"}, min_length=1)
+    """
+    The conversation, oldest first; `role` is user or model.
+    """
+    systemInstruction: StrictStr | GeminiSystemInstruction = Field(None, json_schema_extra={"x-translate": "canonical"})
+    """
+    A Content whose text parts are the system prompt (or a plain string).
+    """
+    tools: list[Any] = Field(None, json_schema_extra={"x-translate": "canonical"})
+    """
+    Tools: {functionDeclarations: [{name, description, parameters | parametersJsonSchema}]} are translated for any upstream; {googleSearch: {}} is a hosted web search (Anthropic's and OpenAI's web search elsewhere); Google's other tools (codeExecution, urlContext, googleMaps, fileSearch, computerUse ...) reach a gemini upstream only. Never validated here.
+    """
+    toolConfig: dict[str, Any] | None = Field(None, json_schema_extra={"x-translate": "canonical"})
+    """
+    functionCallingConfig {mode: AUTO | ANY | NONE | VALIDATED, allowedFunctionNames} is the tool choice (ANY with one name forces that function; several names or VALIDATED reach a gemini upstream only); retrievalConfig (for Google's own tools) is advisory.
+    """
+    generationConfig: GeminiGenerationConfig = Field(None, json_schema_extra={"x-translate": "canonical"})
+    """
+    Sampling, limits, structured output and thinking.
+    """
+    safetySettings: list[dict[str, Any]] | None = Field(None, json_schema_extra={"x-translate": "advisory"})
+    """
+    [{category, threshold}]: Google's content-filter thresholds. Advisory; another provider applies its own filtering.
+    """
+    cachedContent: StrictStr | None = Field(None, json_schema_extra={"x-translate": "extra"})
+    """
+    A Google context cache (cachedContents/...); gemini upstreams only.
+    """
+    labels: dict[str, StrictStr] | None = Field(None, json_schema_extra={"x-translate": "advisory"})
+    """
+    Billing labels. Advisory; left out for other upstreams.
+    """
+    serviceTier: StrictStr | None = Field(None, json_schema_extra={"x-translate": "advisory"})
+    """
+    Google's service tier. Advisory; left out for other upstreams.
+    """
+    store: StrictBool | None = Field(None, json_schema_extra={"x-translate": "extra"})
+    """
+    Whether Google stores the interaction; gemini upstreams only.
+    """
+    continuationToken: StrictStr | None = Field(None, json_schema_extra={"x-translate": "extra"})
+    """
+    Continues an earlier answer; gemini upstreams only.
+    """
+
+
+class GeminiContent(StrictModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    role: Literal["user", "model", "function"] = None
+    """
+    user (the default) or model; function (old function responses) is read as user.
+    """
+    parts: list[GeminiPart]
+    """
+    Parts: {text}, {inlineData: {mimeType, data}}, {fileData: {mimeType, fileUri}}, {functionCall: {id?, name, args}}, {functionResponse: {id?, name, response, parts?}}, a thought ({text, thought: true}); any part may carry a thoughtSignature. Google's other parts (executableCode, codeExecutionResult, videoMetadata ...), and one the gateway cannot read as these, reach a gemini upstream only.
+    """
+
+
+class FunctionResponse(StrictModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    id: StrictStr = None
+    name: StrictStr = Field(..., min_length=1)
+    response: dict[str, Any] = None
+    parts: list[GeminiPart] = None
+
+
+class GeminiPart(StrictModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    text: StrictStr = None
+    thought: StrictBool = None
+    thoughtSignature: StrictStr = None
+    """
+    Base64; Gemini's seal on the part it came with, sent back as it came.
+    """
+    inlineData: dict[str, Any] = None
+    fileData: dict[str, Any] = None
+    functionCall: FunctionCall = None
+    functionResponse: FunctionResponse = None
+
+
+class GeminiGenerateContentResponse(StrictModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    candidates: list[GeminiCandidate]
+    usageMetadata: GeminiUsageMetadata
+    modelVersion: StrictStr
+    """
+    The catalog's public id of the model that answered.
+    """
+    responseId: StrictStr
+    """
+    The decision id (GET /v1/route/explain/{decisionId} reads it back).
+    """
+
+
+class GeminiCandidate(StrictModel):
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    content: GeminiContent = None
+    finishReason: StrictStr = None
+    """
+    STOP, MAX_TOKENS or SAFETY (a tool call ends with STOP, as Gemini's do); absent from a stream's chunks before the last.
+    """
+    index: StrictInt = None
+
+
+class GeminiCountTokensRequest(StrictModel):
+    """
+    The prompt to count, as `contents` (with `systemInstruction` and `tools`, as Vertex AI takes them), or as a whole `generateContentRequest` (which wins when both are sent).
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    contents: list[GeminiContent] = None
+    systemInstruction: StrictStr | GeminiSystemInstruction = None
+    tools: list[Any] = None
+    generateContentRequest: GeminiGenerateContentRequest = None
+    """
+    A GenerateContentRequest (its `model` is ignored, the path names the model).
+    """
+
+
+GeminiGenerateContentRequest.model_rebuild()
+GeminiContent.model_rebuild()
+FunctionResponse.model_rebuild()
+GeminiGenerateContentResponse.model_rebuild()

@@ -73,47 +73,47 @@ async def explain_decision(decision_id):
 
 
 async def gemini_count_tokens(model):
-    principal = await glue.authenticate(request, "inference", (("header", "x-goog-api-key"), ("query", "key"), ("bearer", "authorization"), ("header", "x-api-key")))
+    principal = await glue.authenticate(request, "inference", (("bearer", "authorization"), ("header", "x-api-key"), ("header", "x-goog-api-key"), ("query", "key")))
     body = await glue.parse_body(request, models.GeminiCountTokensRequest)
     return await gemini.gemini_count_tokens(principal, body, model)
 
 
 async def gemini_count_tokens_v1(model):
-    principal = await glue.authenticate(request, "inference", (("header", "x-goog-api-key"), ("query", "key"), ("bearer", "authorization"), ("header", "x-api-key")))
+    principal = await glue.authenticate(request, "inference", (("bearer", "authorization"), ("header", "x-api-key"), ("header", "x-goog-api-key"), ("query", "key")))
     body = await glue.parse_body(request, models.GeminiCountTokensRequest)
     return await gemini.gemini_count_tokens_v1(principal, body, model)
 
 
 async def gemini_generate_content(model):
-    principal = await glue.authenticate(request, "inference", (("header", "x-goog-api-key"), ("query", "key"), ("bearer", "authorization"), ("header", "x-api-key")))
+    principal = await glue.authenticate(request, "inference", (("bearer", "authorization"), ("header", "x-api-key"), ("header", "x-goog-api-key"), ("query", "key")))
     body = await glue.parse_body(request, models.GeminiGenerateContentRequest)
     return await gemini.gemini_generate_content(principal, body, model)
 
 
 async def gemini_generate_content_v1(model):
-    principal = await glue.authenticate(request, "inference", (("header", "x-goog-api-key"), ("query", "key"), ("bearer", "authorization"), ("header", "x-api-key")))
+    principal = await glue.authenticate(request, "inference", (("bearer", "authorization"), ("header", "x-api-key"), ("header", "x-goog-api-key"), ("query", "key")))
     body = await glue.parse_body(request, models.GeminiGenerateContentRequest)
     return await gemini.gemini_generate_content_v1(principal, body, model)
 
 
 async def gemini_get_model(model):
-    principal = await glue.authenticate(request, "models:read", (("header", "x-goog-api-key"), ("query", "key"), ("bearer", "authorization"), ("header", "x-api-key")))
+    principal = await glue.authenticate(request, "models:read", (("bearer", "authorization"), ("header", "x-api-key"), ("header", "x-goog-api-key"), ("query", "key")))
     return await gemini.gemini_get_model(principal, model)
 
 
 async def gemini_list_models(page_size=None, page_token=None):
-    principal = await glue.authenticate(request, "models:read", (("header", "x-goog-api-key"), ("query", "key"), ("bearer", "authorization"), ("header", "x-api-key")))
+    principal = await glue.authenticate(request, "models:read", (("bearer", "authorization"), ("header", "x-api-key"), ("header", "x-goog-api-key"), ("query", "key")))
     return await gemini.gemini_list_models(principal, page_size, page_token)
 
 
 async def gemini_stream_generate_content(model, alt):
-    principal = await glue.authenticate(request, "inference", (("header", "x-goog-api-key"), ("query", "key"), ("bearer", "authorization"), ("header", "x-api-key")))
+    principal = await glue.authenticate(request, "inference", (("bearer", "authorization"), ("header", "x-api-key"), ("header", "x-goog-api-key"), ("query", "key")))
     body = await glue.parse_body(request, models.GeminiGenerateContentRequest)
     return await gemini.gemini_stream_generate_content(principal, body, model, alt)
 
 
 async def gemini_stream_generate_content_v1(model, alt):
-    principal = await glue.authenticate(request, "inference", (("header", "x-goog-api-key"), ("query", "key"), ("bearer", "authorization"), ("header", "x-api-key")))
+    principal = await glue.authenticate(request, "inference", (("bearer", "authorization"), ("header", "x-api-key"), ("header", "x-goog-api-key"), ("query", "key")))
     body = await glue.parse_body(request, models.GeminiGenerateContentRequest)
     return await gemini.gemini_stream_generate_content_v1(principal, body, model, alt)
 

@@ -76,7 +76,7 @@ class AgentProvider:
     def _call(self, tools: list[Offered]) -> Reply:
         by_name = {tool.name: tool for tool in tools}
         if self.task.command is not None:
-            tool = _first(by_name, "Bash", "exec_command", "shell_command", "shell")
+            tool = _first(by_name, "Bash", "exec_command", "shell_command", "shell", "run_shell_command")
             value: dict[str, Any] = {"command": self.task.command, "description": "Run the command"}
             if tool.name != "Bash":
                 value = {"cmd": self.task.command} if "cmd" in tool.parameters else {"command": self.task.command}

@@ -51,6 +51,8 @@ def refused_by_design(case: schemathesis.Case, response: Any) -> bool:
         return False
     body = case.body if isinstance(case.body, dict) else {}
     code, param, message = error.get("code"), error.get("param"), str(error.get("message", ""))
+    if isinstance(code, int):  # Google's shape (the Gemini paths): the gateway's code and param are in the details
+        code, param = _google_details(error)
     if code == "unsupported_parameter":
         # The message of handlers/errors.py unsupported(): the upstream kind, not the request, is the reason.
         sent = isinstance(param, str) and body.get(param.split(".")[0]) is not None
@@ -62,6 +64,15 @@ def refused_by_design(case: schemathesis.Case, response: Any) -> bool:
     if code == "number_out_of_range":
         return param in {".".join(map(str, path)) for path in _unsendable_numbers(case.body, ())}
     return False
+
+
+def _google_details(error: dict[str, Any]) -> tuple[Any, Any]:
+    """(code, param) of an error in Google's shape: an ErrorInfo's reason, a BadRequest's field violation."""
+    details = [d for d in error.get("details") or () if isinstance(d, dict)]
+    reasons = [d.get("reason") for d in details if str(d.get("@type", "")).endswith("google.rpc.ErrorInfo")]
+    fields = [v.get("field") for d in details if str(d.get("@type", "")).endswith("google.rpc.BadRequest")
+              for v in d.get("fieldViolations") or () if isinstance(v, dict)]
+    return (reasons[0] if reasons else None), (fields[0] if fields else None)
 
 
 def _unsendable_numbers(value: Any, path: tuple[str | int, ...]) -> Iterator[tuple[str | int, ...]]:

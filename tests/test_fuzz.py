@@ -72,8 +72,10 @@ def test_schemathesis_cli_against_live_serve(tmp_path: Path) -> None:
         r = httpx.post(f"{base}/v1/chat/completions", headers={"Authorization": f"Bearer {key}"},
                        json={"messages": [{"role": "user", "content": "hi"}]})
         decision = r.headers["x-specway-decision-id"]
-        # A real decision id lets the explain operation answer 200s too, not only 404s.
-        (tmp_path / "schemathesis.toml").write_text(f'[parameters]\n"path.decisionId" = "{decision}"\n')
+        # A real decision id lets the explain operation answer 200s too, not only 404s; the Gemini actions name the
+        # placeholder model (the key's routing picks echo), so their bodies reach an upstream, not only a 404.
+        (tmp_path / "schemathesis.toml").write_text(f'[parameters]\n"path.decisionId" = "{decision}"\n'
+                                                    '"path.model" = "specway"\n')
         run = subprocess.run(
             [str(Path(sys.executable).with_name("schemathesis")), "--config-file", str(tmp_path / "schemathesis.toml"),
              "run", f"{base}/openapi.json", "-H", f"Authorization: Bearer {key}",

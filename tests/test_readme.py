@@ -26,6 +26,7 @@ ELSEWHERE = {
     "codex-offline": "test_coding_agents.py", "codex-catalog": "test_coding_agents.py",
     "generated-python-generate": "test_generated_clients.py", "generated-python": "test_generated_clients.py",
     "generated-ts-generate": "test_generated_clients.py", "generated-ts": "test_generated_clients.py",
+    "gemini-sdk": "test_sdk_gemini_google.py",
 }
 RUN = {"two-commands", "first-key", "quickstart", "quickstart-formats", "real-providers", "credit", "sdk",
        "serve-team", "team-keys"}

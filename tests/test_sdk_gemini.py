@@ -295,12 +295,12 @@ def test_errors_are_the_sdks_own(live: Live, fake: FakeUpstream) -> None:
         gemini.models.generate_content(model=MODEL["openai"], contents=PROMPT, config=config(candidate_count=2))
     assert (invalid.value.code, invalid.value.status) == (400, "INVALID_ARGUMENT")
     assert "candidateCount" in invalid.value.message
-    fake.script(status=429, error="slow down", headers={"retry-after": "1"})
-    with pytest.raises(errors.ServerError) as upstream:
+    fake.script(status=429, error="slow down", headers={"retry-after": "40"})  # longer than the gateway would wait
+    with pytest.raises(errors.ClientError) as upstream:  # the upstream's 429, with its wait (docs/routing.md)
         gemini.models.generate_content(model=MODEL["openai"], contents=PROMPT)
-    assert (upstream.value.code, upstream.value.status) == (503, "UNAVAILABLE")
+    assert (upstream.value.code, upstream.value.status) == (429, "RESOURCE_EXHAUSTED")
     reasons = [d["reason"] for d in upstream.value.details["error"]["details"] if "reason" in d]
-    assert reasons == ["upstream_overloaded"]
+    assert reasons == ["upstream_rate_limited"]
 
 
 def test_an_untranslatable_field_is_refused_by_name(live: Live, fake: FakeUpstream) -> None:

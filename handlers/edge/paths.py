@@ -3,6 +3,7 @@ generated/paths.py."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import orjson
@@ -30,9 +31,11 @@ def match(path: str, method: str = "") -> PathInfo | None:
 
 
 def allowed(path: str) -> str:
-    """The methods some spec path that `path` is serves, as an Allow header lists them."""
-    methods = {m for info in TABLE if info.pattern.match(path) for m in info.methods.split(", ")}
-    return ", ".join(sorted(methods))
+    """The methods of the spec path `path` is most specifically (the template with the most fixed text:
+    /v1/models/{model}:countTokens rather than /v1/models/{modelId}), as an Allow header lists them; "" for none."""
+    found = [info for info in TABLE if info.pattern.match(path)]
+    best = max(found, key=lambda info: len(re.sub(r"\{[^}]*\}", "", info.template)), default=None)
+    return best.methods if best is not None else ""
 
 
 def error_json(err: ApiError, path: str, method: str = "") -> bytes:

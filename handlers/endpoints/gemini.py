@@ -60,6 +60,9 @@ async def gemini_count_tokens_v1(principal: Principal, body: models.GeminiCountT
 def _routed(req: Request, model: str) -> Request:
     """The path's model as the request's: the placeholder (when no model or alias has its name) leaves the choice to
     the key's routing policy."""
+    if not model:
+        raise not_found("The path names no model: models/<a model id or alias>, or models/specway for the key's "
+                        "routing policy to choose.", codes.MODEL_NOT_FOUND, "model")
     req.model = None if model == gemini.ROUTE and gateway.current().catalog.resolve(model) is None else model
     return req
 

@@ -40,6 +40,9 @@ from handlers.inference.formats.tools import hosted_kind
 _CONFIG = "generationConfig"
 _MIMES_DOCUMENT = ("application/pdf", "text/")  # the media a Document carries; other non-image media are Google's
 _GOOGLE_FILES = "https://generativelanguage.googleapis.com/"  # a Files API upload: known to Google alone
+# A part's data: one of these (Google's `oneof data`)
+_DATA = frozenset({"text", "inlineData", "fileData", "functionCall", "functionResponse", "executableCode",
+                   "codeExecutionResult", "toolCall", "toolResponse"})
 
 
 def parse(body: GeminiGenerateContentRequest) -> Request:
@@ -48,16 +51,12 @@ def parse(body: GeminiGenerateContentRequest) -> Request:
 
 def parse_count(body: GeminiCountTokensRequest) -> Request:
     """countTokens' prompt: a whole generateContentRequest, or contents (with systemInstruction and tools, as Vertex
-    AI takes them)."""
+    AI takes them; none is an empty prompt)."""
     sent = body.model_dump(mode="json", by_alias=True, exclude_unset=True)
     inner = pick(sent, "generateContentRequest")
-    if inner is not None:
-        if not isinstance(inner, dict):
-            raise bad_request("generateContentRequest must be an object", "generateContentRequest")
+    if isinstance(inner, dict):
         return _request(inner)
-    if not isinstance(pick(sent, "contents"), list) or not sent.get("contents"):
-        raise bad_request("countTokens needs contents or a generateContentRequest", "contents")
-    return _request(sent)
+    return _request({**sent, "contents": pick(sent, "contents") or []})
 
 
 def _request(sent: dict[str, Any]) -> Request:
@@ -164,23 +163,21 @@ def _thinking(raw: Any) -> _Thinking:
 
 
 def _output(config: dict[str, Any]) -> tuple[OutputFormat | None, str | None]:
-    """(structured output, a response type canonical cannot say). JSON answers follow responseJsonSchema (a JSON
-    schema) or responseSchema (Google's dialect, translated), or are any JSON object without either."""
+    """(structured output, a response type canonical cannot say). JSON answers (responseMimeType application/json,
+    or a schema without a type) follow responseJsonSchema (a JSON schema) or responseSchema (Google's dialect,
+    translated), or are any JSON object without either."""
     mime = pick(config, "responseMimeType")
     schema, google = pick(config, "responseJsonSchema"), pick(config, "responseSchema")
     if mime is not None and not isinstance(mime, str):
         raise bad_request(f"{_CONFIG}.responseMimeType must be a string", f"{_CONFIG}.responseMimeType")
-    if mime in (None, "text/plain"):
-        if schema is not None or google is not None:
-            raise bad_request("A response schema needs responseMimeType application/json",
-                              f"{_CONFIG}.responseMimeType")
-        return None, None
-    if mime != "application/json":
+    if schema is None and google is None:
+        return (OutputFormat("json_object"), None) if mime == "application/json" else (None, None)
+    if mime == "text/plain":
+        raise bad_request("A response schema needs responseMimeType application/json", f"{_CONFIG}.responseMimeType")
+    if mime not in (None, "application/json"):
         return None, mime
     if schema is not None and google is not None:
         raise bad_request("Send responseSchema or responseJsonSchema, not both", f"{_CONFIG}.responseJsonSchema")
-    if schema is None and google is None:
-        return OutputFormat("json_object"), None
     given, at = (schema, "responseJsonSchema") if schema is not None else (json_schema(google), "responseSchema")
     if not isinstance(given, dict):
         raise bad_request(f"{_CONFIG}.{at} must be a schema object", f"{_CONFIG}.{at}")
@@ -272,7 +269,9 @@ class _Conversation:
         for j, part in enumerate(parts):
             at = f"{where}.parts.{j}"
             part = _object(part, at)
-            if pick(part, "functionResponse") is not None:
+            if len(_DATA & {camel(key) for key in part}) > 1:  # Google's oneof, broken: for Google to judge
+                rest.extend(placed([Unknown(part, "gemini")], at))
+            elif pick(part, "functionResponse") is not None:
                 results.append(Message("tool", self._response(part, at)))
             else:
                 rest.extend(placed(self._part(part, at), at))
@@ -298,12 +297,9 @@ class _Conversation:
             return [*seal, *_inline(_object(data, f"{at}.inlineData"), part, at)]
         if (data := pick(part, "fileData")) is not None:
             return [*seal, *_file(_object(data, f"{at}.fileData"), part, at)]
-        if not set(part) - {"thoughtSignature", "thought_signature", "thought"}:
-            if seal:
-                return seal
-            raise bad_request(f"{at} is an empty part: give it text, inlineData, fileData, functionCall or "
-                              "functionResponse", at)
-        return [*seal, Unknown(part, "gemini")]  # executableCode, codeExecutionResult ...: Google's own
+        if part and not set(part) - {"thoughtSignature", "thought_signature", "thought"}:
+            return seal  # a signature alone, or a thought flag with nothing in it
+        return [*seal, Unknown(part, "gemini")]  # executableCode ..., or what the gateway cannot read: Google's  # executableCode, codeExecutionResult ...: Google's own
 
     def _call(self, call: dict[str, Any], at: str) -> ToolCall:
         name = pick(call, "name")
@@ -351,19 +347,21 @@ def _result_text(response: Any) -> tuple[str, bool]:
     return orjson.dumps(response).decode(), False
 
 
-def _media(data: dict[str, Any], at: str, leaf: str) -> str:
-    mime = pick(data, "mimeType")
-    if not isinstance(mime, str) or not mime:
-        raise bad_request(f"{at}.{leaf}.mimeType must be a media type", f"{at}.{leaf}.mimeType")
-    return mime.lower()
+def _media(data: dict[str, Any], leaf: str) -> tuple[str, str] | None:
+    """(media type, `leaf`) of inline or file data; None when either is missing, for the part to stay Google's."""
+    mime, value = pick(data, "mimeType"), pick(data, leaf)
+    if not (isinstance(mime, str) and mime and isinstance(value, str)):
+        return None
+    return mime.lower(), value
 
 
 def _inline(data: dict[str, Any], part: dict[str, Any], at: str) -> list[Block]:
-    """Inline bytes: an image, a PDF or a text document; audio and video are Google's alone."""
-    mime = _media(data, at, "inlineData")
-    content = pick(data, "data")
-    if not isinstance(content, str):
-        raise bad_request(f"{at}.inlineData.data must be base64 data", f"{at}.inlineData.data")
+    """Inline bytes: an image, a PDF or a text document; audio and video (and data this cannot read) are Google's
+    alone."""
+    found = _media(data, "data")
+    if found is None:
+        return [Unknown(part, "gemini")]
+    mime, content = found
     if mime.startswith("image/"):
         return [Image(data=content, media_type=mime)]
     if mime.startswith(_MIMES_DOCUMENT):
@@ -374,10 +372,10 @@ def _inline(data: dict[str, Any], part: dict[str, Any], at: str) -> list[Block]:
 def _file(data: dict[str, Any], part: dict[str, Any], at: str) -> list[Block]:
     """A file by URI: a web URL another provider can fetch, or a Google file (Files API, gs://) known only to Google,
     carried as a file id."""
-    mime = _media(data, at, "fileData")
-    uri = pick(data, "fileUri")
-    if not isinstance(uri, str) or not uri:
-        raise bad_request(f"{at}.fileData.fileUri must be a URI", f"{at}.fileData.fileUri")
+    found = _media(data, "fileUri")
+    if found is None or not found[1]:
+        return [Unknown(part, "gemini")]
+    mime, uri = found
     web = uri.startswith(("https://", "http://")) and not uri.startswith(_GOOGLE_FILES)
     if mime.startswith("image/"):
         return [Image(url=uri) if web else Image(file_id=uri, media_type=mime)]

@@ -127,8 +127,20 @@ def _room_for_thinking(body: dict[str, Any], request: Request, options: Upstream
 # --- any other caller's request ------------------------------------------------------------------------------------
 
 
+# Fields of another format (Request.extra) that Messages has too, by their Messages name: Gemini's topK (which
+# Gemini CLI always sends) is Anthropic's top_k.
+_SHARED = {"generationConfig.topK": "top_k"}
+
+
+def _carried(request: Request) -> dict[str, Any]:
+    """Another format's fields that Messages has too, by the caller's names (whole numbers, as top_k takes them)."""
+    return {key: int(value) if isinstance(value, float) and value.is_integer() else value
+            for key, value in request.extra.items() if key in _SHARED and value is not None}
+
+
 def _translated(request: Request, model: str, options: UpstreamOptions, traits: Traits) -> dict[str, Any]:
-    refuse_untranslatable(request, KIND)
+    carried = _carried(request)
+    refuse_untranslatable(request, KIND, carried)
     crossing = Crossing.of(request, "messages", KIND, traits.refuse_hosted)
     max_tokens = request.max_tokens if request.max_tokens is not None else options.default_max_tokens
     body: dict[str, Any] = {"model": model, "max_tokens": max_tokens,
@@ -136,6 +148,7 @@ def _translated(request: Request, model: str, options: UpstreamOptions, traits: 
     # seed has no Anthropic word and is best effort by OpenAI's own definition: it is left out.
     body.update(present(system=_system(request), temperature=request.temperature, top_p=request.top_p,
                         stop_sequences=request.stop))
+    body.update({_SHARED[key]: value for key, value in carried.items()})
     thinking = effort_thinking(request, traits) if thinking_allowed(request.messages) else None
     body.update(present(thinking=thinking))
     tools = [*(_upstream_tool(t) for t in crossing.functions), *crossing.hosted]
