@@ -26,6 +26,10 @@ ELSEWHERE = {
     "codex-offline": "test_coding_agents.py", "codex-catalog": "test_coding_agents.py",
     "generated-python-generate": "test_generated_clients.py", "generated-python": "test_generated_clients.py",
     "generated-ts-generate": "test_generated_clients.py", "generated-ts": "test_generated_clients.py",
+    # a Docker daemon, systemd, a cluster: what these name is checked against the files (the image is built and run
+    # with buildah by test_container.py)
+    "docker-build": "test_deploy.py", "docker-build-secrets": "test_deploy.py", "compose-up": "test_deploy.py",
+    "systemd": "test_deploy.py", "kubernetes": "test_deploy.py",
 }
 RUN = {"two-commands", "first-key", "quickstart", "quickstart-formats", "real-providers", "credit", "sdk",
        "serve-team", "team-keys"}
