@@ -1,12 +1,13 @@
 # Two commands on a fresh machine: `make run` (install + serve on the embedded defaults) and `make test`.
 VENV ?= .venv
+PYTHON ?= python3
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 
 .PHONY: run test generate console check bench clean mutate
 
 $(VENV)/.runtime: pyproject.toml
-	@python3 -m venv $(VENV)
+	@$(PYTHON) -m venv $(VENV)
 	@$(PIP) install -qq -e . >&2
 	@touch $@
 
