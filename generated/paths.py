@@ -37,5 +37,6 @@ TABLE: tuple[PathInfo, ...] = (
     PathInfo("/v1/route/preview/responses", re.compile("^/v1/route/preview/responses$"), "POST"),
     PathInfo("/v1/route/preview/messages", re.compile("^/v1/route/preview/messages$"), "POST"),
     PathInfo("/v1/route/preview/embeddings", re.compile("^/v1/route/preview/embeddings$"), "POST"),
+    PathInfo("/v1/route/deployments", re.compile("^/v1/route/deployments$"), "GET"),
     PathInfo("/v1/usage", re.compile("^/v1/usage$"), "GET"),
 )

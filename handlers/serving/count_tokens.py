@@ -44,11 +44,11 @@ def estimate(req: Request) -> int:
     return tokens.input_tokens(req) + tools
 
 
-async def count(principal: Principal, req: Request) -> Response:
+async def count(principal: Principal, req: Request, session: str | None = None) -> Response:
     gw = gateway.current()
     req.stream = False  # nothing is generated, so nothing streams
-    session = affinity.session_of(principal.key.id, req)  # the same as the messages it counts for
-    plan = routing.decide(gw.catalog, gw.config.policies, gw.config.default_policy, principal.key, req, session)
+    plan = routing.decide(gw.catalog, gw.config.policies, gw.config.default_policy, principal.key, req,
+                          affinity.session_of(principal.key.id, req, session))  # that of the messages it counts for
     # No context-window check: a prompt too long for a model still has a count, and the caller wants to know it.
     life = await Lifecycle.screened(gw, plan, 0, inference=False, note=_COUNTED_ONLY)
     req.effort = life.plan.effort

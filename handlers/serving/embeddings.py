@@ -36,7 +36,7 @@ async def planned(gw: gateway.Gateway, key: Key, req: Embed) -> tuple[Lifecycle,
     route preview shows."""
     total, longest = wire.input_tokens(req)
     # The window bounds each input, not their sum.
-    return await Lifecycle.screened(gw, _route(gw, key, req), longest), total
+    return await Lifecycle.screened(gw, _route(gw, key, req), longest, worst=(total, 0)), total
 
 
 async def embed(principal: Principal, req: Embed) -> Response:
