@@ -6,7 +6,9 @@ A request's session is, the first that applies: the caller's `x-specway-session`
 (Chat Completions, Responses), Anthropic's `metadata.user_id`, else the conversation itself: a hash of the key, the
 system prompt and the first message, which every turn of a conversation repeats. Weighted choices are made by
 rendezvous hashing of the session (`rank`): the same session always ranks the same names the same way, and across
-sessions each name comes first as often as its weight says.
+sessions each name comes first as often as its weight says. A policy without affinity ranks by the request itself
+(`request_of`: a hash of the key and the whole body), so every request is its own session, and a preview of the
+same body still picks what the request then picks.
 """
 
 from __future__ import annotations
@@ -18,9 +20,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+import orjson
+
 from handlers.inference.canonical import Request
 
-Source = Literal["x-specway-session", "prompt_cache_key", "metadata.user_id", "conversation"]
+Source = Literal["x-specway-session", "prompt_cache_key", "metadata.user_id", "conversation", "request"]
 _MAX = float(2**64)
 
 
@@ -43,6 +47,12 @@ def session_of(key_id: str, req: Request, header: str | None = None) -> Session:
     return Session("conversation", _digest(key_id, "conversation", req.system or "", first))
 
 
+def request_of(key_id: str, req: Request) -> Session:
+    """The request as a session of its own: a hash of the key and the whole body, as sent."""
+    body = orjson.dumps(req.body, option=orjson.OPT_SORT_KEYS, default=str).decode()
+    return Session("request", _digest(key_id, "request", body))
+
+
 def _digest(*parts: str) -> bytes:
     h = hashlib.blake2b(digest_size=16)
     for part in parts:
@@ -54,7 +64,7 @@ def _digest(*parts: str) -> bytes:
 def rank(session: Session | None, names: Sequence[str], weights: Sequence[float]) -> list[int]:
     """The indices of `names` in the order `session` prefers them: weighted rendezvous hashing, so each name is
     first for a share of sessions equal to its share of the weights. A weight of 0 (or less) comes last. Without a
-    session (affinity off), a fresh random order by the same weights."""
+    session (a request that has none, embeddings), a fresh random order by the same weights."""
     def score(i: int) -> float:
         if weights[i] <= 0:
             return math.inf

@@ -26,11 +26,12 @@ from handlers.store.values import fmt_money
 
 @dataclass(frozen=True, slots=True)
 class Request:
-    """What ordering a request's deployments needs: the policy's balance, the session (None: affinity off), and
-    the request's size for worst cases."""
+    """What ordering a request's deployments needs: the policy's balance, the session affinity keeps (None: off),
+    what weighted ranks hash (Plan.seed), and the request's size for worst cases."""
 
     balance: str
     session: Session | None
+    seed: Session | None
     input_tokens: int
     output_tokens: int
 
@@ -57,7 +58,7 @@ def _arrange(model: Model, deployments: tuple[Model, ...], state: Deployments, r
     """The deployments in order, how the first was picked (in words), and the conversation's deployment when
     affinity put it first."""
     names = [d.deployment for d in deployments]
-    weighted = affinity.rank(req.session, names, [d.weight for d in deployments])
+    weighted = affinity.rank(req.seed, names, [d.weight for d in deployments])
     place = {i: p for p, i in enumerate(weighted)}
     metric, words = _METRICS[req.balance]
     order = sorted(range(len(deployments)),

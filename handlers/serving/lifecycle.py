@@ -62,7 +62,7 @@ class Lifecycle:
         deployment or upstream is cooling down, that is at its quota for a request of `worst` (input, output)
         tokens, or whose window is under `needed_tokens`."""
         inp, out = worst
-        order = balance.Request(gw.config.policies[plan.policy].balance, plan.session, inp, out)
+        order = balance.Request(gw.config.policies[plan.policy].balance, plan.session, plan.seed, inp, out)
         plan = balance.expand(plan, gw.catalog, gw.deployments, order)
         cd = gw.cooldowns
         await cd.refresh(key for c in plan.candidates
