@@ -396,7 +396,7 @@ class PolicySettings(BaseModel):
     """
     affinity: StrictBool = True
     """
-    Keep each conversation on the deployment its last request went to while that one is healthy (its session is the `x-specway-session` header, `prompt_cache_key`, Anthropic `metadata.user_id`, else a hash of the key, the system prompt and the first message), so prompt caches and thinking signatures keep working. Off, weighted choices are random for every request.
+    Keep each conversation on the deployment its last request went to while that one is healthy (its session is the `x-specway-session` header, `prompt_cache_key`, Anthropic `metadata.user_id`, else a hash of the key, the system prompt and the first message), so prompt caches and thinking signatures keep working. Off, every request is a session of its own (a hash of the key and its whole body); weighted choices still spread requests by weight, and a route preview still agrees with its request.
     """
     weights: dict[str, Weights] = Field({}, validate_default=True)
     """
