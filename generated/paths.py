@@ -52,5 +52,6 @@ TABLE: tuple[PathInfo, ...] = (
     PathInfo("/v1/route/preview/responses", re.compile("^/v1/route/preview/responses$"), "POST", "specway"),
     PathInfo("/v1/route/preview/messages", re.compile("^/v1/route/preview/messages$"), "POST", "specway"),
     PathInfo("/v1/route/preview/embeddings", re.compile("^/v1/route/preview/embeddings$"), "POST", "specway"),
+    PathInfo("/v1/route/deployments", re.compile("^/v1/route/deployments$"), "GET", "specway"),
     PathInfo("/v1/usage", re.compile("^/v1/usage$"), "GET", "specway"),
 )

@@ -21,17 +21,20 @@ async def add_credit(workspace_id):
 
 async def count_message_tokens():
     headers = request.headers
+    x_specway_session = headers.get("x-specway-session")
     anthropic_beta = headers.get("anthropic-beta")
     anthropic_version = headers.get("anthropic-version")
     principal = await glue.authenticate(request, "inference")
     body = await glue.parse_body(request, models.MessagesRequest)
-    return await inference.count_message_tokens(principal, body, anthropic_beta, anthropic_version)
+    return await inference.count_message_tokens(principal, body, x_specway_session, anthropic_beta, anthropic_version)
 
 
 async def create_chat_completion():
+    headers = request.headers
+    x_specway_session = headers.get("x-specway-session")
     principal = await glue.authenticate(request, "inference")
     body = await glue.parse_body(request, models.ChatCompletionRequest)
-    return await inference.create_chat_completion(principal, body)
+    return await inference.create_chat_completion(principal, body, x_specway_session)
 
 
 async def create_embedding():
@@ -48,17 +51,20 @@ async def create_key():
 
 async def create_message():
     headers = request.headers
+    x_specway_session = headers.get("x-specway-session")
     anthropic_beta = headers.get("anthropic-beta")
     anthropic_version = headers.get("anthropic-version")
     principal = await glue.authenticate(request, "inference")
     body = await glue.parse_body(request, models.MessagesRequest)
-    return await inference.create_message(principal, body, anthropic_beta, anthropic_version)
+    return await inference.create_message(principal, body, x_specway_session, anthropic_beta, anthropic_version)
 
 
 async def create_response():
+    headers = request.headers
+    x_specway_session = headers.get("x-specway-session")
     principal = await glue.authenticate(request, "inference")
     body = await glue.parse_body(request, models.ResponsesRequest)
-    return await inference.create_response(principal, body)
+    return await inference.create_response(principal, body, x_specway_session)
 
 
 async def create_workspace():
@@ -158,6 +164,11 @@ async def list_decisions(key_id=None, model=None, outcome=None, start=None, end=
     return await discovery.list_decisions(principal, key_id, model, outcome, start, end, limit, cursor)
 
 
+async def list_deployments():
+    principal = await glue.authenticate(request, "explain:read")
+    return await routing.list_deployments(principal)
+
+
 async def list_keys(workspace_id=None):
     principal = await glue.authenticate(request, "workspace:admin")
     return await admin.list_keys(principal, workspace_id)
@@ -179,9 +190,11 @@ async def metrics():
 
 
 async def preview_chat_completion():
+    headers = request.headers
+    x_specway_session = headers.get("x-specway-session")
     principal = await glue.authenticate(request, "explain:read")
     body = await glue.parse_body(request, models.ChatCompletionRequest)
-    return await routing.preview_chat_completion(principal, body)
+    return await routing.preview_chat_completion(principal, body, x_specway_session)
 
 
 async def preview_embedding():
@@ -191,15 +204,19 @@ async def preview_embedding():
 
 
 async def preview_message():
+    headers = request.headers
+    x_specway_session = headers.get("x-specway-session")
     principal = await glue.authenticate(request, "explain:read")
     body = await glue.parse_body(request, models.MessagesRequest)
-    return await routing.preview_message(principal, body)
+    return await routing.preview_message(principal, body, x_specway_session)
 
 
 async def preview_response():
+    headers = request.headers
+    x_specway_session = headers.get("x-specway-session")
     principal = await glue.authenticate(request, "explain:read")
     body = await glue.parse_body(request, models.ResponsesRequest)
-    return await routing.preview_response(principal, body)
+    return await routing.preview_response(principal, body, x_specway_session)
 
 
 async def readyz():

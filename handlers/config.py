@@ -14,7 +14,7 @@ from typing import Any, get_args, get_origin
 import pydantic
 import yaml
 
-from generated.config import Config, ModelSettings, PolicySettings, UpstreamSettings
+from generated.config import Config, DeploymentSettings, ModelSettings, PolicySettings, PriceSettings, UpstreamSettings
 from handlers.config_names import DEFAULT_FILE, ENV_CONFIG, ENV_PREFIX, ConfigError
 
 ECHO_MODEL = "specway/echo"
@@ -136,8 +136,7 @@ def _check(config: Config, source: str) -> None:
     problems: list[str] = []
     names: dict[str, str] = {}
     for i, m in enumerate(config.models):
-        if m.upstream not in config.upstreams:
-            problems.append(f"models.{i}.upstream: no upstream named {m.upstream!r}")
+        problems += _deployment_problems(f"models.{i}", m, config)
         for name in [m.id, *m.aliases]:
             if name in names:
                 problems.append(f"models.{i}: {name!r} is already the id or an alias of {names[name]!r}")
@@ -156,6 +155,35 @@ def _check(config: Config, source: str) -> None:
         problems += [f"policies.{pol_name}.{where}: no model or alias {m!r}" for where, m in refs if m not in names]
     if problems:
         raise ConfigError("invalid configuration\n  " + "\n  ".join(f"{source}: {p}" for p in problems))
+
+
+def deployments(model: ModelSettings) -> list[DeploymentSettings]:
+    """The deployments of a catalog model: its `deployments`, or the one its `upstream` and `name` say, each with
+    its prices over the model's, value by value."""
+    if not model.deployments:
+        return [DeploymentSettings(upstream=model.upstream or "", name=model.name or "", price=model.price)]
+    base = model.price.model_dump()
+    return [d.model_copy(update={"price": PriceSettings(**{k: v if v is not None else base[k]
+                                                           for k, v in d.price.model_dump().items()})})
+            for d in model.deployments]
+
+
+def _deployment_problems(where: str, m: ModelSettings, config: Config) -> list[str]:
+    """A model has `upstream` and `name`, or `deployments` (each on a configured upstream, none twice)."""
+    if m.deployments and (m.upstream or m.name):
+        return [f"{where}: give either upstream and name, or deployments, not both"]
+    if not m.deployments and not (m.upstream and m.name):
+        return [f"{where}: needs upstream and name, or deployments"]
+    if not m.deployments:
+        return [] if m.upstream in config.upstreams else [f"{where}.upstream: no upstream named {m.upstream!r}"]
+    problems, seen = [], set()
+    for j, d in enumerate(m.deployments):
+        if d.upstream not in config.upstreams:
+            problems.append(f"{where}.deployments.{j}.upstream: no upstream named {d.upstream!r}")
+        if (d.upstream, d.name) in seen:
+            problems.append(f"{where}.deployments.{j}: {d.upstream}/{d.name} is already a deployment of {m.id!r}")
+        seen.add((d.upstream, d.name))
+    return problems
 
 
 def _aws_problems(name: str, up: UpstreamSettings) -> list[str]:

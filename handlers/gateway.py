@@ -17,6 +17,7 @@ from handlers.administration.auth import KeyCache
 from handlers.errors import StoreUnavailable
 from handlers.inference.catalog import Catalog
 from handlers.inference.cooldown import Cooldowns, SharedCooldowns
+from handlers.inference.deployments import Deployments
 from handlers.inference.upstreams.base import Upstream
 from handlers.inference.upstreams.registry import build_upstream
 from handlers.metering import money
@@ -65,6 +66,7 @@ class Gateway:
         cd, limits = config.cooldown, config.limits
         breaker = (cd.failures, float(cd.window_seconds), float(cd.seconds))
         self.cooldowns = SharedCooldowns(limits.redis_url, *breaker) if limits.redis_url else Cooldowns(*breaker)
+        self.deployments = Deployments(config.balancing)  # in flight, latency and affinity, in this process
         self.limiter: Limiter = (RedisLimiter(limits.redis_url, on_error=limits.on_redis_error)
                                  if limits.redis_url else MemoryLimiter())
         self.meter = Meter(self.store, self.limiter, self.ledger)

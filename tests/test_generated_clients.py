@@ -162,6 +162,8 @@ def test_python_client(served: Served, tmp_path: Path) -> None:
     assert decision.id == decision_id and decision.model == ECHO
     preview = _ok(_op("catalog.preview_chat_completion").sync_detailed(client=client, body=chat_request))
     assert type(preview).__name__ == "RoutePreview" and preview.candidates[0].model == ECHO
+    deployments = _ok(_op("catalog.list_deployments").sync_detailed(client=client))
+    assert [d.catalog_ids for d in deployments.data] == [[ECHO]] and deployments.data[0].state.value == "healthy"
     missing = _op("catalog.explain_decision").sync_detailed("0" * 32, client=client)
     assert missing.status_code == 404 and type(missing.parsed).__name__ == "Error"
     assert missing.parsed.error.code == "decision_not_found"

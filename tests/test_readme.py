@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests import test_docs
+from tests import test_docs, test_routing_docs
 from tests.docs_support import ROOT, VENV_BIN, Terminal, blocks, commands, unmarked
 from tests.fake_upstream import FakeUpstream
 
@@ -39,7 +39,7 @@ FIRST_KEY = re.compile(r"sk-sw-[A-Za-z0-9_-]{43}")
 
 def test_every_block_is_marked_and_run() -> None:
     assert unmarked() == [], "fenced blocks without a `<!-- test: NAME -->` line before them"
-    assert set(blocks()) == RUN | test_docs.RUN | set(ELSEWHERE)
+    assert set(blocks()) == RUN | test_docs.RUN | test_routing_docs.run_names() | set(ELSEWHERE)
     for name, test in ELSEWHERE.items():
         assert f'"{name}"' in (ROOT / "tests" / test).read_text(encoding="utf-8"), f"{test} does not run {name}"
 

@@ -98,7 +98,7 @@ def _field_names() -> set[str]:
     """The fields only a wire format defines: declared by a format's request and modelled by none of the others'
     words the gateway owns (model, stream, messages ...)."""
     owned = {"model", "messages", "stream", "input", "tools", "metadata", "user", "store", "system", "text",
-             "format", "effort", "stop"}
+             "format", "effort", "stop", "conversation"}  # conversation: also affinity's own word for a session
     return {f.split(".")[-1] for fmt in FORMATS.values() for f in fmt.VOCABULARY.fields.modelled
             | fmt.VOCABULARY.fields.extra} - owned
 

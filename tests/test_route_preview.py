@@ -1,7 +1,7 @@
 """POST /v1/route/preview/...: the plan a request would get, for every format, without sending anything; and for 50
-randomized policies (allowlists, effort tiers, weights, fallbacks, cooldowns, context windows) the real request
-then does what the preview said: the same candidates in the same order, with the same verdicts and reasons, the
-same first deployment tried, or the same refusal."""
+randomized policies (allowlists, effort tiers, weights, fallbacks, balances, affinity, cooldowns, context windows,
+several deployments with quotas) the real request then does what the preview said: the same candidates in the same
+order, with the same verdicts and reasons, the same first deployment tried, or the same refusal."""
 
 from __future__ import annotations
 
@@ -38,6 +38,12 @@ def models(rng: random.Random) -> list[dict[str, Any]]:
                                                              "output": str(rng.choice([0, 2, 15]))}}
         if rng.random() < 0.3:
             m["context_window"] = rng.choice([30, 300])
+        if rng.random() < 0.4:  # several deployments, some with quotas a request can fill
+            m["deployments"] = [{"upstream": up, "name": f"up-{i}-{up}", "weight": rng.choice([0, 1, 2]),
+                                 **rng.choice([{}, {"rpm": 1}, {"tpm": 300}]),
+                                 "price": {"output": str(rng.choice([1, 4]))}}
+                                for up in rng.sample(UPSTREAMS, rng.randint(2, 3))]
+            del m["upstream"], m["name"]
         made.append(m)
     made += [{"id": f"acme/e{i}", "upstream": "u1", "name": f"embed-{i}", "embeddings": True,
               "price": {"input": "0.02"}} for i in range(2)]
@@ -50,6 +56,8 @@ def policy(rng: random.Random, ids: list[str]) -> dict[str, Any]:
     chosen["fallbacks"] = {m: rng.sample(ids, rng.randint(1, 3)) for m in rng.sample(ids, 4)}
     if rng.random() < 0.5:
         chosen["weights"] = {m: rng.choice([0, 1, 3]) for m in rng.sample(ids, 4)}
+    chosen["balance"] = rng.choice(["weighted", "least_busy", "latency", "cost"])
+    chosen["affinity"] = rng.random() < 0.8
     return chosen
 
 
@@ -99,7 +107,7 @@ def cool_some(gw: Live, rng: random.Random) -> None:
     """A fresh set of breakers, a few deployments and sometimes a whole upstream cooling down, for long enough that
     none ends between the preview and the request."""
     cooldowns = Cooldowns()
-    deployments = [f"{m['upstream']}/{m['name']}" for m in CATALOG]
+    deployments = [f"{d['upstream']}/{d['name']}" for m in CATALOG for d in m.get("deployments") or [m]]
 
     async def cool() -> None:
         gw.gateway.cooldowns = cooldowns
@@ -118,23 +126,30 @@ def rows(candidates: list[dict[str, Any]]) -> list[tuple[str, str, str, str]]:
 
 @pytest.mark.parametrize("case", range(50))
 def test_the_request_does_what_its_preview_said(gw: Live, fake: FakeUpstream, case: int) -> None:
+    """Twice per policy: the second request of the same conversation is planned with the first one's deployment
+    remembered (affinity) and its quotas taken."""
     rng = random.Random(1000 + case)
     name = f"p{case}"
-    allow = None if rng.random() < 0.5 else tuple(rng.sample(CHAT_IDS, 5)) + ("acme/e0",)
+    allow = None if rng.random() < 0.5 else (*rng.sample(CHAT_IDS, 5), "acme/e0")
     key = gw.keys.get(name) or gw.keys.setdefault(name, gw.create_key(policy=name, models=allow))
     headers = {"Authorization": f"Bearer {key}"}
     fmt = list(FORMATS)[case % 4]
     sent = body(rng, fmt)
     cool_some(gw, rng)
-    path = FORMATS[fmt]
+    for _ in range(2):
+        agree(gw, fake, FORMATS[fmt], sent, headers)
+
+
+def agree(gw: Live, fake: FakeUpstream, path: str, sent: dict[str, Any], headers: dict[str, str]) -> None:
     preview = httpx.post(f"{gw.url}/v1/route/preview/{path}", json=sent, headers=headers, timeout=10)
     assert preview.status_code == 200, preview.text
     plan = preview.json()
-    assert plan["object"] == "route.preview" and plan["format"] == fmt
+    assert plan["object"] == "route.preview" and FORMATS[plan["format"]] == path
     fake.reset()
     real = httpx.post(f"{gw.url}/v1/{path}", json=sent, headers=headers, timeout=30)
     decision = httpx.get(f"{gw.url}/v1/route/explain/{real.headers['x-specway-decision-id']}", headers=headers).json()
     assert rows(decision["candidates"]) == rows(plan["candidates"])
+    assert decision["affinity"] == plan["affinity"]
     if plan["refusal"] is not None:
         assert (real.status_code, real.json()["error"]["code"]) == (plan["refusal"]["status"],
                                                                     plan["refusal"]["code"]), real.text
@@ -150,7 +165,8 @@ def test_the_request_does_what_its_preview_said(gw: Live, fake: FakeUpstream, ca
 def test_a_preview_sends_charges_and_records_nothing(gw: Live, fake: FakeUpstream) -> None:
     fake.reset()
     gw.gateway.cooldowns = Cooldowns()
-    priced = next(m for m in CATALOG if m["price"]["input"] == "3" and "context_window" not in m)
+    priced = next(m for m in CATALOG if m["price"]["input"] == "3" and "context_window" not in m
+                  and "deployments" not in m)
     r = httpx.post(f"{gw.url}/v1/route/preview/chat/completions", headers=gw.headers,
                    json={"model": priced["id"], "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1000})
     plan = r.json()

@@ -181,13 +181,16 @@ async def test_a_wait_cools_at_once_and_never_shortens_a_cooldown() -> None:
     for _ in range(3):
         opened = await cd.failed(d, "HTTP 500")
     assert opened is not None and cd.state(d) == opened and cd.remaining(d) == 30
-    assert cd.blocking("up", "up/m") == ("deployment up/m", opened)
+    assert cd.blocking("up", "up/m") == (
+        f"deployment up/m is in cooldown until {opened.until_text()} (3 failures within 10 s, the last: HTTP 500)",
+        opened)
     assert cd.blocking("up", "up/other") is None  # its neighbour on the same upstream is not touched
     await cd.failed(upstream_key("up"), "refused")
     whole = await cd.failed(upstream_key("up"), "refused")
     assert whole is None and cd.blocking("up", "up/other") is None  # under the threshold of 3
     whole = await cd.failed(upstream_key("up"), "refused")
-    assert cd.blocking("up", "up/other") == ("upstream up", whole)
+    assert whole is not None and cd.blocking("up", "up/other") == (
+        f"upstream up is in cooldown until {whole.until_text()} (3 failures within 10 s, the last: refused)", whole)
     assert await Cooldowns(seconds=0).cool(d, 5, "off") is None  # seconds: 0 turns every cooldown off
 
 

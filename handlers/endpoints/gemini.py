@@ -36,7 +36,7 @@ async def gemini_stream_generate_content(principal: Principal, body: models.Gemi
 
 
 async def gemini_count_tokens(principal: Principal, body: models.GeminiCountTokensRequest, model: str) -> Response:
-    return await count_tokens.count(principal, _routed(gemini.parse_count(body), model), gemini.count_body)
+    return await count_tokens.count(principal, _routed(gemini.parse_count(body), model), answer=gemini.count_body)
 
 
 # /v1 (google-genai 3.x's default) serves the same actions.

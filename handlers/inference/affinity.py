@@ -6,7 +6,9 @@ A request's session is, the first that applies: the caller's `x-specway-session`
 (Chat Completions, Responses), Anthropic's `metadata.user_id`, else the conversation itself: a hash of the key, the
 system prompt and the first message, which every turn of a conversation repeats. Weighted choices are made by
 rendezvous hashing of the session (`rank`): the same session always ranks the same names the same way, and across
-sessions each name comes first as often as its weight says.
+sessions each name comes first as often as its weight says. A policy without affinity ranks by the request itself
+(`request_of`: a hash of the key and the whole body), so every request is its own session, and a preview of the
+same body still picks what the request then picks.
 """
 
 from __future__ import annotations
@@ -16,11 +18,15 @@ import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any
+import orjson
 
 from handlers.inference.canonical import Request
+from handlers.inference.formats import FORMATS
 
-Source = Literal["x-specway-session", "prompt_cache_key", "metadata.user_id", "conversation"]
+# Where a session came from: the x-specway-session header, the caller's format's session field (its
+# VOCABULARY.session_field: prompt_cache_key, metadata.user_id), "conversation" or "request".
+Source = str
 _MAX = float(2**64)
 
 
@@ -32,15 +38,25 @@ class Session:
 
 def session_of(key_id: str, req: Request, header: str | None = None) -> Session:
     """The session `req` belongs to (see the module's docstring)."""
-    metadata = req.body.get("metadata")
-    user = metadata.get("user_id") if isinstance(metadata, dict) else None
-    cache_key = req.body.get("prompt_cache_key")
-    for source, value in (("x-specway-session", header), ("prompt_cache_key", cache_key),
-                          ("metadata.user_id", user)):
-        if isinstance(value, str) and value:
-            return Session(source, _digest(key_id, source, value))  # type: ignore[arg-type]
+    field = FORMATS[req.format].VOCABULARY.session_field
+    for source, value in (("x-specway-session", header), (field, _dig(req.body, field) if field else None)):
+        if source and isinstance(value, str) and value:
+            return Session(source, _digest(key_id, source, value))
     first = req.messages[0].text() if req.messages else ""
     return Session("conversation", _digest(key_id, "conversation", req.system or "", first))
+
+
+def _dig(body: dict[str, Any], field: str) -> Any:
+    value: Any = body
+    for name in field.split("."):
+        value = value.get(name) if isinstance(value, dict) else None
+    return value
+
+
+def request_of(key_id: str, req: Request) -> Session:
+    """The request as a session of its own: a hash of the key and the whole body, as sent."""
+    body = orjson.dumps(req.body, option=orjson.OPT_SORT_KEYS, default=str).decode()
+    return Session("request", _digest(key_id, "request", body))
 
 
 def _digest(*parts: str) -> bytes:
@@ -54,7 +70,7 @@ def _digest(*parts: str) -> bytes:
 def rank(session: Session | None, names: Sequence[str], weights: Sequence[float]) -> list[int]:
     """The indices of `names` in the order `session` prefers them: weighted rendezvous hashing, so each name is
     first for a share of sessions equal to its share of the weights. A weight of 0 (or less) comes last. Without a
-    session (affinity off), a fresh random order by the same weights."""
+    session (a request that has none, embeddings), a fresh random order by the same weights."""
     def score(i: int) -> float:
         if weights[i] <= 0:
             return math.inf

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Literal
 
-from generated.config import Config, ModelSettings
+from generated.config import Config, DeploymentSettings, ModelSettings
 from generated.models import ModelSources
 from handlers.inference import known
 from handlers.inference.canonical import Usage
@@ -47,6 +47,9 @@ class Model:
     structured_output: bool | None = None
     sources: tuple[tuple[str, Source], ...] = ()  # where each of SOURCED_FIELDS came from; unnamed: default
     known_as: str | None = None  # the data's id for the model (an operator's fact: never shown to callers)
+    weight: float = 1.0  # this deployment's share under `balance: weighted` (DeploymentSettings.weight)
+    rpm: int | None = None  # the provider's quotas for this deployment, which the gateway keeps under
+    tpm: int | None = None
 
     @property
     def deployment(self) -> str:
@@ -120,10 +123,11 @@ def _tiers(data: Known | None, configured: tuple[bool, ...]) -> tuple[Tier, ...]
     return tuple(kept)
 
 
-def _model(m: ModelSettings, data: Known | None) -> Model:
+def _model(m: ModelSettings, dep: DeploymentSettings, data: Known | None) -> Model:
+    """One deployment of the catalog model `m`, its values from the deployment, else the model, else the data."""
     d = data or Known(data_id="", provider="")
     src: dict[str, Source] = {}
-    price = m.price
+    price = dep.price
     # A configured input price is what the cache prices follow unless the config says them too: the data's cache
     # prices go with the data's input price (so `price: {input: 0, output: 0}` is free).
     own_input = price.input is not None
@@ -132,28 +136,33 @@ def _model(m: ModelSettings, data: Known | None) -> Model:
     configured = (own_input, price.output is not None, own_input or price.cached_input is not None,
                   own_input or price.cache_write is not None)
     return Model(
-        id=m.id, upstream=m.upstream, name=m.name, aliases=tuple(m.aliases),
+        id=m.id, upstream=dep.upstream, name=dep.name, aliases=tuple(m.aliases),
         price_in=_pick(src, _INPUT, _price(price.input), d.input) or Decimal(0),
         price_out=_pick(src, _OUTPUT, _price(price.output), d.output) or Decimal(0),
         price_cached_in=_pick(src, _CACHED, _price(price.cached_input), cached),
         price_cache_write=_pick(src, _WRITTEN, _price(price.cache_write), written),
         tiers=_tiers(data, configured),
-        context_window=_pick(src, _WINDOW, m.context_window, d.context_window),
+        context_window=_pick(src, _WINDOW, dep.context_window or m.context_window, d.context_window),
         max_output_tokens=_pick(src, _MOST_OUTPUT, m.max_output_tokens, d.max_output_tokens),
         reasoning=bool(_pick(src, _REASONING, m.reasoning, d.reasoning)),
         vision=_pick(src, _VISION, None, d.vision),
         tool_calling=_pick(src, _TOOLS, None, d.tool_calling),
         structured_output=_pick(src, _STRUCTURED, None, d.structured_output),
-        owned_by=m.owned_by or m.upstream, display_name=m.display_name or m.id,
+        owned_by=m.owned_by or dep.upstream, display_name=m.display_name or m.id,
         embeddings=m.embeddings, refuse_hosted=m.hosted_tools == "refuse",
         sources=tuple(src.items()), known_as=data.data_id if data is not None else None,
+        weight=float(dep.weight), rpm=dep.rpm, tpm=dep.tpm,
     )
 
 
 class Catalog:
-    def __init__(self, models: list[Model]) -> None:
+    """The catalog's models, each as its first deployment (what GET /v1/models shows), and every deployment of each
+    (Model is one deployment of a catalog id)."""
+
+    def __init__(self, models: list[Model], deployments: dict[str, tuple[Model, ...]] | None = None) -> None:
         self.models = models
         self.unknown: tuple[str, ...] = ()  # ids of models the data does not know and the configuration leaves unpriced
+        self._deployments = deployments or {}
         self._by_name: dict[str, Model] = {}
         for m in models:
             for name in (m.id, *m.aliases):
@@ -162,19 +171,31 @@ class Catalog:
     @classmethod
     def from_config(cls, config: Config) -> Catalog:
         """The configured models, each value the configuration leaves unset filled from the known-model data."""
+        from handlers.config import deployments
         from handlers.inference.upstreams.registry import KINDS  # the kinds know their providers
 
-        models, unknown = [], []
+        models, every, unknown = [], {}, []
         for m in config.models:
-            upstream = config.upstreams.get(m.upstream)
-            provider = KINDS[upstream.kind].data_for(m.name) if upstream is not None else None
-            model = _model(m, known.lookup(provider, m.name) if provider is not None else None)
-            if provider is not None and model.source(_INPUT) == "default":
-                unknown.append(m.id)  # neither the data nor the configuration prices it: free, as it always was
-            models.append(model)
-        catalog = cls(models)
-        catalog.unknown = tuple(unknown)
+            made = []
+            for dep in deployments(m):
+                upstream = config.upstreams.get(dep.upstream)
+                provider = KINDS[upstream.kind].data_for(dep.name) if upstream is not None else None
+                made.append(_model(m, dep, known.lookup(provider, dep.name) if provider is not None else None))
+                if provider is not None and made[-1].source(_INPUT) == "default":
+                    unknown.append(m.id)  # neither the data nor the configuration prices it: free, as it always was
+            models.append(made[0])
+            every[m.id] = tuple(made)
+        catalog = cls(models, every)
+        catalog.unknown = tuple(dict.fromkeys(unknown))
         return catalog
+
+    def deployments(self, model: Model) -> tuple[Model, ...]:
+        """Every deployment of `model`'s catalog id, in the configuration's order."""
+        return self._deployments.get(model.id) or (model,)
+
+    def all_deployments(self) -> list[Model]:
+        """Every deployment of every model, in the catalog's order."""
+        return [d for m in self.models for d in self.deployments(m)]
 
     def resolve(self, name: str) -> Model | None:
         """A model by its id or one of its aliases."""

@@ -145,14 +145,19 @@ class Cooldowns:
         return cooling
 
     def blocking(self, upstream: str, deployment: str) -> tuple[str, Cooling] | None:
-        """What skips `deployment` (on `upstream`) now: its upstream's breaker first, else its own; with whose it is,
-        in words."""
+        """What skips `deployment` (on `upstream`) now, in words, and its cooldown: its upstream's breaker first,
+        else its own."""
         for whose, key in ((f"upstream {upstream}", upstream_key(upstream)),
                            (f"deployment {deployment}", deployment_key(deployment))):
             cooling = self.state(key)
             if cooling is not None:
-                return whose, cooling
+                how = "rate limited" if cooling.state == "cooling" else "in cooldown"
+                return f"{whose} is {how} until {cooling.until_text()} ({cooling.why})", cooling
         return None
+
+    def waiting(self, seconds: float, why: str) -> Cooling:
+        """A wait of `seconds` that is no breaker's (a quota refilling), as a cooldown callers are told of."""
+        return self._new("cooling", seconds, why)
 
     def left(self, cooling: Cooling) -> float:
         """Seconds left of `cooling` (0 once over)."""

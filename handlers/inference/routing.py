@@ -47,6 +47,9 @@ class Plan:
     candidates: tuple[Candidate, ...] = ()
     refusal: ApiError | None = None  # routing itself refused: an unknown model, or one the key may not use
     created: datetime = field(default_factory=lambda: datetime.now(UTC))
+    session: Session | None = None  # the conversation it belongs to, while the policy keeps affinity
+    seed: Session | None = None  # what weighted choices hash: the session, or the request itself without affinity
+    remembered: str | None = None  # the deployment session affinity put first, if it did
 
     def runnable(self) -> tuple[Candidate, ...]:
         return tuple(c for c in self.candidates if c.verdict != "skipped")
@@ -71,13 +74,15 @@ def decide(catalog: Catalog, policies: dict[str, PolicySettings], default_policy
            req: Request, session: Session | None = None) -> Plan:
     """The key's plan for `req`: its first choice and the fallbacks, in order. Weighted choices follow the request's
     `session` (affinity.py), so that a conversation stays where it started and a preview picks what the request
-    then picks; without one they are random."""
+    then picks (without affinity, they follow the request itself); without a session they are random."""
     policy_name = key.policy if key.policy in policies else default_policy
     policy = policies[policy_name]
     effort = normalise_effort(req, policy)
-    plan = Plan(new_decision_id(), key, req.format, req.model, effort, policy_name, req.stream, why="")
+    seed = session if policy.affinity or session is None else affinity.request_of(key.id, req)
+    plan = Plan(new_decision_id(), key, req.format, req.model, effort, policy_name, req.stream, why="",
+                session=session if policy.affinity else None, seed=seed)
     try:
-        first, why, rest = _first_choice(catalog, policy, policy_name, key.models, req.model, effort, session)
+        first, why, rest = _first_choice(catalog, policy, policy_name, key.models, req.model, effort, seed)
     except ApiError as err:
         return dataclasses.replace(plan, why=err.message, refusal=err)
     named = policy.fallbacks.get(first.id) or _alias_fallbacks(policy, first)
@@ -95,7 +100,7 @@ def decide(catalog: Catalog, policies: dict[str, PolicySettings], default_policy
     return dataclasses.replace(plan, why=why, candidates=tuple(candidates))
 
 
-# What skips a deployment now, if anything: whose breaker (in words) and its cooldown (Cooldowns.blocking).
+# What skips a deployment now, if anything: why in words, and the wait until it may be tried (Cooldowns.blocking).
 Blocking = Callable[[Model], tuple[str, Cooling] | None]
 
 
@@ -118,10 +123,8 @@ def _screen_one(c: Candidate, blocking: Blocking, needed_tokens: int) -> Candida
     blocked = blocking(c.model)
     window = c.model.context_window
     if blocked is not None:
-        whose, cooling = blocked
-        how = "rate limited" if cooling.state == "cooling" else "in cooldown"
-        return Candidate(c.model, "skipped", f"{whose} is {how} until {cooling.until_text()} ({cooling.why})",
-                         cooling)
+        reason, cooling = blocked
+        return Candidate(c.model, "skipped", reason, cooling)
     if window is not None and needed_tokens > window:
         return Candidate(c.model, "skipped", f"context too small: needs about {needed_tokens} tokens, has {window}")
     return c

@@ -91,10 +91,10 @@ class Limiter(abc.ABC):
         if cost:
             await self._run("refund", bucket, limit, cost)
 
-    async def peek(self, bucket: str, limit: int) -> Verdict:
-        """Read without consuming: would a hit of 1 pass, and how much is left."""
-        _check(limit, 1)
-        return await self._run("peek", bucket, limit, 1)
+    async def peek(self, bucket: str, limit: int, cost: int = 1) -> Verdict:
+        """Read without consuming: would a hit of `cost` pass, and how much is left."""
+        _check(limit, cost)
+        return await self._run("peek", bucket, limit, cost)
 
     @abc.abstractmethod
     async def _run(self, op: Op, bucket: str, limit: int, cost: int) -> Verdict: ...

@@ -40,6 +40,7 @@ def record(plan: Plan, trace: Trace, note: str = "", revision: str | None = None
                                                              deployment=c.model.deployment, verdict=c.verdict,
                                                              reason=c.reason)
                     for c in plan.candidates],
+        affinity=affinity_of(plan),
         attempts=[models.DecisionAttempt.model_construct(model=a.model, upstream=a.upstream, deployment=a.deployment,
                                                          retry=a.retry, status=a.status, error=a.error,
                                                          latency_ms=a.latency_ms)
@@ -52,6 +53,16 @@ def record(plan: Plan, trace: Trace, note: str = "", revision: str | None = None
         pricing=_pricing(trace), explanation=explanation(plan, trace) + note, config_revision=revision,
         left_out=trace.left_out,
     )
+
+
+def affinity_of(plan: Plan) -> models.DecisionAffinity | None:
+    """How the plan's conversation was told apart, and whether affinity decided its deployment."""
+    if plan.session is None:
+        return None
+    chosen = next((c for c in plan.candidates if c.verdict == "chosen"), None)
+    decided = plan.remembered is not None and chosen is not None and chosen.model.deployment == plan.remembered
+    return models.DecisionAffinity.model_construct(source=plan.session.source, deployment=plan.remembered,
+                                                   decided=decided)
 
 
 def _pricing(trace: Trace) -> models.DecisionPricing | None:

@@ -50,13 +50,13 @@ def _messages_count(tokens: int) -> dict[str, Any]:
     return {"input_tokens": tokens}
 
 
-async def count(principal: Principal, req: Request, answer: Callable[[int], dict[str, Any]] = _messages_count
-                ) -> Response:
+async def count(principal: Principal, req: Request, session: str | None = None,
+                answer: Callable[[int], dict[str, Any]] = _messages_count) -> Response:
     """The count of `req`'s prompt, answered as `answer` writes it (Messages' {input_tokens} unless said)."""
     gw = gateway.current()
     req.stream = False  # nothing is generated, so nothing streams
-    session = affinity.session_of(principal.key.id, req)  # the same as the messages it counts for
-    plan = routing.decide(gw.catalog, gw.config.policies, gw.config.default_policy, principal.key, req, session)
+    plan = routing.decide(gw.catalog, gw.config.policies, gw.config.default_policy, principal.key, req,
+                          affinity.session_of(principal.key.id, req, session))  # that of the messages it counts for
     # No context-window check: a prompt too long for a model still has a count, and the caller wants to know it.
     life = await Lifecycle.screened(gw, plan, 0, inference=False, note=_COUNTED_ONLY)
     req.effort = life.plan.effort

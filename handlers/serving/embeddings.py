@@ -19,7 +19,7 @@ from handlers import gateway
 from handlers.administration.auth import Principal
 from handlers.edge.responses import json_response
 from handlers.errors import ApiError
-from handlers.inference import routing
+from handlers.inference import affinity, routing
 from handlers.inference.canonical import Request
 from handlers.inference.catalog import Model
 from handlers.inference.formats import embeddings as wire
@@ -36,7 +36,7 @@ async def planned(gw: gateway.Gateway, key: Key, req: Embed) -> tuple[Lifecycle,
     route preview shows."""
     total, longest = wire.input_tokens(req)
     # The window bounds each input, not their sum.
-    return await Lifecycle.screened(gw, _route(gw, key, req), longest), total
+    return await Lifecycle.screened(gw, _route(gw, key, req), longest, worst=(total, 0)), total
 
 
 async def embed(principal: Principal, req: Embed) -> Response:
@@ -55,9 +55,11 @@ async def embed(principal: Principal, req: Embed) -> Response:
 
 def _route(gw: gateway.Gateway, key: Key, req: Embed) -> Plan:
     """The inference routing of a request that names `req.model`, without the candidates that cannot embed."""
-    # Routing reads a request's model, format and effort; an embeddings request has only a model.
-    ask = Request(format="chat", messages=[], model=req.model)
+    # Routing reads a request's model, format and effort; an embeddings request has only a model. It belongs to no
+    # conversation: its weighted choices hash the request itself, so that a preview agrees with it.
+    ask = Request(format="chat", messages=[], model=req.model, body=req.body)
     plan = routing.decide(gw.catalog, gw.config.policies, gw.config.default_policy, key, ask)
+    plan = dataclasses.replace(plan, seed=affinity.request_of(key.id, ask))
     plan = dataclasses.replace(plan, format=wire.FORMAT)
     if plan.refusal is not None:
         return plan

@@ -18,15 +18,15 @@ from typing import TypeVar
 from generated import errors as codes
 from handlers import gateway
 from handlers.errors import ApiError
-from handlers.inference import routing
+from handlers.inference import balance, routing
 from handlers.inference.canonical import Request, Usage
 from handlers.inference.catalog import Model
-from handlers.inference.cooldown import deployment_key, upstream_key
+from handlers.inference.cooldown import Cooling, deployment_key, upstream_key
 from handlers.inference.formats.base import Traits
 from handlers.inference.routing import Plan
 from handlers.inference.trace import Trace
 from handlers.inference.upstreams.base import PLAIN, Upstream, UpstreamError
-from handlers.metering import ratelimit
+from handlers.metering import quotas, ratelimit
 from handlers.metering.meter import Charge, Hold
 from handlers.observability import metrics, requestlog
 from handlers.serving.retries import Retries
@@ -40,7 +40,8 @@ class Lifecycle:
     no usage rollup; `note` ends the record's explanation."""
 
     def __init__(self, gw: gateway.Gateway, plan: Plan, *, inference: bool = True, note: str = "",
-                 request: Request | None = None, traits: Callable[[Model], Traits] | None = None) -> None:
+                 request: Request | None = None, traits: Callable[[Model], Traits] | None = None,
+                 quota_tokens: int = 0) -> None:
         self.gw = gw
         self._request = request  # the canonical request, for an operation that has one
         self._traits = traits  # what each model's body is rendered for, when the operation renders one
@@ -51,16 +52,33 @@ class Lifecycle:
         self._inference = inference
         self._note = note
         self._busy: set[str] = set()  # upstreams whose pool was found full: not waited on again
+        self._quota_tokens = quota_tokens  # what an attempt takes from its deployment's tokens per minute
+        self._flying: Model | None = None  # the deployment answering, counted in flight until the request is over
 
     @classmethod
-    async def screened(cls, gw: gateway.Gateway, plan: Plan, needed_tokens: int, **options: object) -> Lifecycle:
-        """The plan without the candidates whose deployment or upstream is cooling down or whose window is under
-        `needed_tokens`."""
+    async def screened(cls, gw: gateway.Gateway, plan: Plan, needed_tokens: int, *, worst: tuple[int, int] = (0, 0),
+                       **options: object) -> Lifecycle:
+        """The plan's models as their deployments in the policy's order (balance.py), those skipped whose
+        deployment or upstream is cooling down, that is at its quota for a request of `worst` (input, output)
+        tokens, or whose window is under `needed_tokens`."""
+        inp, out = worst
+        order = balance.Request(gw.config.policies[plan.policy].balance, plan.session, plan.seed, inp, out)
+        plan = balance.expand(plan, gw.catalog, gw.deployments, order)
         cd = gw.cooldowns
         await cd.refresh(key for c in plan.candidates
                          for key in (upstream_key(c.model.upstream), deployment_key(c.model.deployment)))
-        screened = routing.screen(plan, lambda m: cd.blocking(m.upstream, m.deployment), needed_tokens)
-        return cls(gw, screened, **options)  # type: ignore[arg-type]
+        full: dict[str, tuple[str, Cooling]] = {}
+        for c in plan.candidates:
+            if c.verdict != "skipped" and (c.model.rpm or c.model.tpm) and c.model.deployment not in full:
+                over = await quotas.over(gw.limiter, c.model, inp + out)
+                if over is not None:
+                    full[c.model.deployment] = over[0], cd.waiting(over[1], over[0])
+
+        def blocking(m: Model) -> tuple[str, Cooling] | None:
+            return cd.blocking(m.upstream, m.deployment) or full.get(m.deployment)
+
+        return cls(gw, routing.screen(plan, blocking, needed_tokens), quota_tokens=inp + out,
+                   **options)  # type: ignore[arg-type]
 
     @property
     def traits(self) -> Callable[[Model], Traits]:
@@ -141,12 +159,22 @@ class Lifecycle:
         gw, trace = self.gw, self.trace
         upstream = gw.upstreams[model.upstream]
         started = time.perf_counter()
+        flying = False
         try:
             if upstream.name in self._busy:
                 raise UpstreamError("busy", f"upstream {upstream.name} had no free connection a moment ago; not "
                                     "waited on again for this request", retry_after=1.0)
+            over = await quotas.take(gw.limiter, model, self._quota_tokens) if model.rpm or model.tpm else None
+            if over is not None:  # it filled up since screening: passed over, never called
+                raise UpstreamError("quota", over[0], retry_after=over[1])
+            gw.deployments.started(model.deployment)
+            flying = True
             answer = await call(upstream, model)
-        except UpstreamError as err:
+        except BaseException as err:
+            if flying:
+                gw.deployments.ended(model.deployment)
+            if not isinstance(err, UpstreamError):
+                raise
             trace.attempted(model, started, err.status, err.kind, err.message, retry=retry)
             await self._count(model, err)
             if not err.falls_back:
@@ -158,6 +186,10 @@ class Lifecycle:
         await gw.cooldowns.succeeded(upstream_key(upstream.name))
         trace.attempted(model, started, 200, retry=retry)
         trace.answered = model
+        self._flying = model
+        gw.deployments.measured(model.deployment, time.perf_counter() - started)
+        if self.plan.session is not None:  # the conversation's next request comes back here while it is healthy
+            gw.deployments.remember(self.plan.session.digest, model.id, model.deployment)
         if self._request is not None:  # what its upstream was not sent of it, said out loud
             trace.omitted_tools = upstream.omitted_tools(self._request, model.name)
             traits = self._traits(model) if self._traits is not None else PLAIN
@@ -192,6 +224,9 @@ class Lifecycle:
                 trace.paid_by = self.hold.lease
         if trace.outcome == "pending":  # a stream has said how it ended
             trace.outcome = "ok"
+        used = (charge.usage.total_tokens if charge is not None else None) or 0
+        if model.tpm and self._quota_tokens > used:
+            await quotas.give_back(self.gw.limiter, model, self._quota_tokens - used)
         self.done()
         return charge
 
@@ -205,6 +240,9 @@ class Lifecycle:
     def done(self) -> None:
         """The request is over: its decision record (usage counts inference only), its metrics, its log fields."""
         plan, trace = self.plan, self.trace
+        if self._flying is not None:
+            self.gw.deployments.ended(self._flying.deployment)
+            self._flying = None
         self.gw.recorder.add(plan, trace, note=self._note, counted=self._inference)
         if self._inference:
             metrics.observe(plan, trace, time.perf_counter() - trace.started)
@@ -234,6 +272,9 @@ def upstream_failure(err: UpstreamError, upstream: str) -> ApiError:
         return ApiError(codes.UPSTREAM_TIMEOUT, f"The upstream {upstream} did not answer in time.")
     if err.kind == "connect":
         return ApiError(codes.UPSTREAM_UNAVAILABLE, f"The upstream {upstream} could not be reached.")
+    if err.kind == "quota":
+        return ApiError(codes.UPSTREAM_RATE_LIMITED, f"No candidate could take the request: {err.message}.",
+                        headers=retry)
     if err.kind == "busy":
         return ApiError(codes.UPSTREAM_BUSY, f"The upstream {upstream} is busy: every connection the gateway may "
                         "open to it is in use. Retry shortly.", headers=retry)

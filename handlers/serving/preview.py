@@ -15,15 +15,16 @@ from handlers.inference import tokens
 from handlers.inference.canonical import Request
 from handlers.inference.formats.embeddings import Embed
 from handlers.inference.routing import Plan
+from handlers.observability import decisions
 from handlers.serving import embeddings, relay
 from handlers.serving.lifecycle import Lifecycle, nothing_left
 from handlers.store.values import fmt_money
 
 
-async def inference(principal: Principal, req: Request) -> Response:
-    """The plan of a chat, Responses or Messages request."""
+async def inference(principal: Principal, req: Request, session: str | None = None) -> Response:
+    """The plan of a chat, Responses or Messages request (`session`: its x-specway-session header)."""
     gw = gateway.current()
-    life, estimate = await relay.planned(gw, principal.key, req)
+    life, estimate = await relay.planned(gw, principal.key, req, session)
     return _answer(gw, life, estimate, tokens.max_output_tokens(req))
 
 
@@ -43,6 +44,7 @@ def _answer(gw: gateway.Gateway, life: Lifecycle, inp: int, out: int) -> Respons
         candidates=[models.PreviewCandidate(
             model=c.model.id, upstream=c.model.upstream, deployment=c.model.deployment, verdict=c.verdict,
             reason=c.reason, worst_case_cost=fmt_money(c.model.worst_case(inp, out))) for c in plan.candidates],
+        affinity=decisions.affinity_of(plan),
         refusal=None if refusal is None else models.PreviewRefusal(
             status=refusal.status, code=refusal.code, message=refusal.message),
         explanation=_explanation(plan, refusal),

@@ -46,19 +46,22 @@ _SETTLE_TIMEOUT = 10.0  # seconds a cancelled stream may take to close its upstr
 _LOGGED_CHARS = 2000
 
 
-async def planned(gw: gateway.Gateway, key: Key, req: Request) -> tuple[Lifecycle, int]:
-    """The request's screened plan, and its input estimate: what relay() tries, and what a route preview shows."""
-    session = affinity.session_of(key.id, req)
-    plan = routing.decide(gw.catalog, gw.config.policies, gw.config.default_policy, key, req, session)
+async def planned(gw: gateway.Gateway, key: Key, req: Request, session: str | None = None
+                  ) -> tuple[Lifecycle, int]:
+    """The request's screened plan, and its input estimate: what relay() tries, and what a route preview shows.
+    `session` is the caller's x-specway-session header."""
+    plan = routing.decide(gw.catalog, gw.config.policies, gw.config.default_policy, key, req,
+                          affinity.session_of(key.id, req, session))
     estimate = tokens.input_tokens(req)  # once: the context check and the reservation both need it
     traits = traits_for(gw, plan)  # screening keeps the plan's policy
-    life = await Lifecycle.screened(gw, plan, estimate + (req.max_tokens or 0), request=req, traits=traits)
+    life = await Lifecycle.screened(gw, plan, estimate + (req.max_tokens or 0),
+                                    worst=(estimate, tokens.max_output_tokens(req)), request=req, traits=traits)
     return life, estimate
 
 
-async def relay(principal: Principal, req: Request, wire: CallerFormat) -> Response:
+async def relay(principal: Principal, req: Request, wire: CallerFormat, session: str | None = None) -> Response:
     gw = gateway.current()
-    life, estimate = await planned(gw, principal.key, req)
+    life, estimate = await planned(gw, principal.key, req, session)
     traits = life.traits
     req.effort = life.plan.effort  # the tier word every format's renderer maps into its own vocabulary
     async with life.failing():

@@ -51,6 +51,7 @@ class Vocabulary:
     output_field: str  # where its callers ask for structured output
     stop_field: str  # where its callers give stop sequences
     fields: FieldRules
+    session_field: str | None = None  # the body field (dotted) by which its callers name a conversation, if any
 
 
 class StreamRenderer(Protocol):

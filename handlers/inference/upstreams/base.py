@@ -15,8 +15,9 @@ from handlers.inference.known import DataProvider
 
 PLAIN = Traits()  # a model the catalog says nothing special of
 
-# busy: every connection of the upstream's pool stayed in use for pool.wait_seconds (the gateway's own load)
-FailureKind = Literal["timeout", "connect", "busy", "status", "protocol"]
+# busy: every connection of the upstream's pool stayed in use for pool.wait_seconds (the gateway's own load);
+# quota: the deployment is at its rpm or tpm quota (metering/quotas.py), so it was not called
+FailureKind = Literal["timeout", "connect", "busy", "status", "protocol", "quota"]
 
 
 _UPSTREAM = UpstreamSettings.model_fields  # the configuration's defaults, never typed again here

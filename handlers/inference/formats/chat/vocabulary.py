@@ -18,6 +18,7 @@ VOCABULARY = Vocabulary(
     output_field="response_format",
     stop_field="stop",
     fields=fields.rules(ChatCompletionRequest),
+    session_field="prompt_cache_key",
 )
 ADVISORY = VOCABULARY.fields.advisory
 INERT = VOCABULARY.fields.inert

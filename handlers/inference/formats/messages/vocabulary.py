@@ -29,6 +29,7 @@ VOCABULARY = Vocabulary(
     output_field="output_config.format",
     stop_field="stop_sequences",
     fields=fields.rules(MessagesRequest),
+    session_field="metadata.user_id",
 )
 KIND = VOCABULARY.kind
 # Going to another kind, an advisory field is left out: a hint, a label or an Anthropic-side feature whose absence

@@ -20,6 +20,7 @@ VOCABULARY = Vocabulary(
     output_field="text.format",
     stop_field="stop",
     fields=fields.rules(ResponsesRequest, NESTED),
+    session_field="prompt_cache_key",
 )
 KIND = VOCABULARY.kind
 # Going to another format, these may be left out: they identify, bill, cache or shape what only OpenAI adds to an
