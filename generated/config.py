@@ -333,6 +333,28 @@ class TimeoutSettings(BaseModel):
     total: StrictFloat = Field(300, gt=0.0)
 
 
+class StepDownSettings(BaseModel):
+    """
+    Budget-aware step-down: when what is left of the key's budget in its period falls below `budget_below_percent` of it, or its workspace's credit below `credit_below`, a request that names no model is routed by the effort tier `tier` of the policy, whatever effort it asked for; the decision record says so ("stepped down: 8% of the monthly budget left"). Spend counts as the store last saw it (within a few seconds); a request that names its model is never stepped down.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    tier: StrictStr = Field(..., min_length=1)
+    """
+    The effort tier of this policy (a key of its `effort`) to use.
+    """
+    budget_below_percent: StrictFloat | None = Field(None, gt=0.0, le=100.0)
+    """
+    Step down when less than this share of the key's budget is left in its period (keys without a budget are not stepped down by it).
+    """
+    credit_below: StrictStr | StrictFloat | None = None
+    """
+    Step down when the workspace's credit is below this amount.
+    """
+
+
 class PriceSettings(BaseModel):
     """
     Prices per million tokens; write them as strings for exact decimals. Each price unset is the known-model data's (with its long-context tiers); a price set here is the price at every length. Set `input` and `output` to 0 to make a model the data prices free.
@@ -403,6 +425,14 @@ class PolicySettings(BaseModel):
     balance: Literal["weighted", "least_busy", "latency", "cost"] = "weighted"
     """
     How a model's deployments are ordered for a new conversation. `weighted`: by their `weight`, a deterministic share per session; `least_busy`: the fewest calls in flight in this process; `latency`: the lowest moving average (balancing.latency_smoothing) of the time to the first byte, measured in this process (a deployment without a recent measure is tried first, to measure it); `cost`: the cheapest worst case for the request. Ties go by weight. Cooling, over-quota and too-small deployments are skipped whatever the balance.
+    """
+    max_cost: StrictStr | StrictFloat | None = None
+    """
+    The most one request may cost, in the catalog's currency (like prices, a string for exact decimals): candidates whose worst case (every input token at the highest input-side price, the whole output limit at the output price) is over it are skipped, and with none left the request is refused with 402 `cost_ceiling_exceeded`, naming the ceiling and the cheapest worst case. A request's `x-specway-max-cost` header may lower it, never raise it.
+    """
+    step_down: StepDownSettings | None = None
+    """
+    Once the key's budget or its workspace's credit runs low, requests this policy routes (those that name no model) use a cheaper effort tier.
     """
     affinity: StrictBool = True
     """

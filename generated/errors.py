@@ -47,6 +47,10 @@ INSUFFICIENT_CREDIT = Code("insufficient_credit", 402, "billing_error")
 # The key's budget cannot cover the request's worst case.
 BUDGET_EXCEEDED = Code("budget_exceeded", 402, "billing_error")
 
+# Every candidate's worst case is over the request's cost ceiling (the `x-specway-max-cost` header, or the policy's
+# `max_cost`); the message names the ceiling and the cheapest worst case.
+COST_CEILING_EXCEEDED = Code("cost_ceiling_exceeded", 402, "billing_error")
+
 # The key lacks the scope the operation needs, a scope it tried to grant, or one that the key it tried to change
 # holds.
 INSUFFICIENT_SCOPE = Code("insufficient_scope", 403, "permission_error")
@@ -157,6 +161,7 @@ BY_NAME: dict[str, Code] = {
     "invalid_metrics_token": INVALID_METRICS_TOKEN,
     "insufficient_credit": INSUFFICIENT_CREDIT,
     "budget_exceeded": BUDGET_EXCEEDED,
+    "cost_ceiling_exceeded": COST_CEILING_EXCEEDED,
     "insufficient_scope": INSUFFICIENT_SCOPE,
     "cannot_modify_self": CANNOT_MODIFY_SELF,
     "model_not_allowed": MODEL_NOT_ALLOWED,

@@ -554,6 +554,7 @@ class ErrorDetail(StrictModel):
         "invalid_metrics_token",
         "insufficient_credit",
         "budget_exceeded",
+        "cost_ceiling_exceeded",
         "insufficient_scope",
         "cannot_modify_self",
         "model_not_allowed",
@@ -1719,6 +1720,14 @@ class RoutePreview(StrictModel):
     """
     In the order they would be tried; `skipped` ones say why.
     """
+    max_cost: StrictStr | None = None
+    """
+    The cost ceiling it would be routed under, as its decision record would show it.
+    """
+    stepped_down: StrictStr | None = None
+    """
+    Why the policy would step down to a cheaper tier, as its decision record would show it.
+    """
     affinity: DecisionAffinity | None = None
     """
     The request's session affinity, as its decision record would show it.
@@ -1766,6 +1775,14 @@ class Decision(StrictModel):
     policy: StrictStr | None = None
     stream: StrictBool = None
     candidates: list[DecisionCandidate]
+    max_cost: StrictStr | None = None
+    """
+    The cost ceiling the request was routed under (its x-specway-max-cost header, or its policy's max_cost, the lower of the two), as an exact decimal; null when it had none.
+    """
+    stepped_down: StrictStr | None = None
+    """
+    Why the policy stepped down to a cheaper tier ("stepped down to the 'low' tier - 8% of the monthly budget left"); null when it did not.
+    """
     affinity: DecisionAffinity | None = None
     """
     The request's session affinity; null when its policy keeps none (or for embeddings).

@@ -32,15 +32,18 @@ async def count_message_tokens():
 async def create_chat_completion():
     headers = request.headers
     x_specway_session = headers.get("x-specway-session")
+    x_specway_max_cost = headers.get("x-specway-max-cost")
     principal = await glue.authenticate(request, "inference")
     body = await glue.parse_body(request, models.ChatCompletionRequest)
-    return await inference.create_chat_completion(principal, body, x_specway_session)
+    return await inference.create_chat_completion(principal, body, x_specway_session, x_specway_max_cost)
 
 
 async def create_embedding():
+    headers = request.headers
+    x_specway_max_cost = headers.get("x-specway-max-cost")
     principal = await glue.authenticate(request, "inference")
     body = await glue.parse_body(request, models.EmbeddingsRequest)
-    return await embeddings.create_embedding(principal, body)
+    return await embeddings.create_embedding(principal, body, x_specway_max_cost)
 
 
 async def create_key():
@@ -52,19 +55,21 @@ async def create_key():
 async def create_message():
     headers = request.headers
     x_specway_session = headers.get("x-specway-session")
+    x_specway_max_cost = headers.get("x-specway-max-cost")
     anthropic_beta = headers.get("anthropic-beta")
     anthropic_version = headers.get("anthropic-version")
     principal = await glue.authenticate(request, "inference")
     body = await glue.parse_body(request, models.MessagesRequest)
-    return await inference.create_message(principal, body, x_specway_session, anthropic_beta, anthropic_version)
+    return await inference.create_message(principal, body, x_specway_session, x_specway_max_cost, anthropic_beta, anthropic_version)
 
 
 async def create_response():
     headers = request.headers
     x_specway_session = headers.get("x-specway-session")
+    x_specway_max_cost = headers.get("x-specway-max-cost")
     principal = await glue.authenticate(request, "inference")
     body = await glue.parse_body(request, models.ResponsesRequest)
-    return await inference.create_response(principal, body, x_specway_session)
+    return await inference.create_response(principal, body, x_specway_session, x_specway_max_cost)
 
 
 async def create_workspace():
@@ -192,31 +197,36 @@ async def metrics():
 async def preview_chat_completion():
     headers = request.headers
     x_specway_session = headers.get("x-specway-session")
+    x_specway_max_cost = headers.get("x-specway-max-cost")
     principal = await glue.authenticate(request, "explain:read")
     body = await glue.parse_body(request, models.ChatCompletionRequest)
-    return await routing.preview_chat_completion(principal, body, x_specway_session)
+    return await routing.preview_chat_completion(principal, body, x_specway_session, x_specway_max_cost)
 
 
 async def preview_embedding():
+    headers = request.headers
+    x_specway_max_cost = headers.get("x-specway-max-cost")
     principal = await glue.authenticate(request, "explain:read")
     body = await glue.parse_body(request, models.EmbeddingsRequest)
-    return await routing.preview_embedding(principal, body)
+    return await routing.preview_embedding(principal, body, x_specway_max_cost)
 
 
 async def preview_message():
     headers = request.headers
     x_specway_session = headers.get("x-specway-session")
+    x_specway_max_cost = headers.get("x-specway-max-cost")
     principal = await glue.authenticate(request, "explain:read")
     body = await glue.parse_body(request, models.MessagesRequest)
-    return await routing.preview_message(principal, body, x_specway_session)
+    return await routing.preview_message(principal, body, x_specway_session, x_specway_max_cost)
 
 
 async def preview_response():
     headers = request.headers
     x_specway_session = headers.get("x-specway-session")
+    x_specway_max_cost = headers.get("x-specway-max-cost")
     principal = await glue.authenticate(request, "explain:read")
     body = await glue.parse_body(request, models.ResponsesRequest)
-    return await routing.preview_response(principal, body, x_specway_session)
+    return await routing.preview_response(principal, body, x_specway_session, x_specway_max_cost)
 
 
 async def readyz():

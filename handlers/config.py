@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, get_args, get_origin
 
@@ -153,6 +154,7 @@ def _check(config: Config, source: str) -> None:
         refs += [(f"fallbacks.{k}", m) for k, ms in pol.fallbacks.items() for m in [k, *ms]]
         refs += [(f"weights.{k}", k) for k in pol.weights]
         problems += [f"policies.{pol_name}.{where}: no model or alias {m!r}" for where, m in refs if m not in names]
+        problems += _money_problems(f"policies.{pol_name}", pol)
     if problems:
         raise ConfigError("invalid configuration\n  " + "\n  ".join(f"{source}: {p}" for p in problems))
 
@@ -166,6 +168,26 @@ def deployments(model: ModelSettings) -> list[DeploymentSettings]:
     return [d.model_copy(update={"price": PriceSettings(**{k: v if v is not None else base[k]
                                                            for k, v in d.price.model_dump().items()})})
             for d in model.deployments]
+
+
+def _money_problems(where: str, policy: PolicySettings) -> list[str]:
+    """A policy's cost ceiling and step-down: amounts that are decimals, a tier the policy has."""
+    amounts = [("max_cost", policy.max_cost)]
+    problems = []
+    if policy.step_down is not None:
+        amounts.append(("step_down.credit_below", policy.step_down.credit_below))
+        if policy.step_down.tier not in policy.effort:
+            problems.append(f"{where}.step_down.tier: the policy has no effort tier {policy.step_down.tier!r}")
+    for name, value in amounts:
+        if value is None:
+            continue
+        try:
+            ok = Decimal(str(value)) >= 0
+        except InvalidOperation:
+            ok = False
+        if not ok:
+            problems.append(f"{where}.{name}: {value!r} is not an amount (a decimal such as \"0.05\")")
+    return problems
 
 
 def _deployment_problems(where: str, m: ModelSettings, config: Config) -> list[str]:

@@ -26,6 +26,7 @@ from handlers.metering.meter import Meter
 from handlers.metering.ratelimit import Limiter, MemoryLimiter, RedisLimiter
 from handlers.observability.decisions import Recorder
 from handlers.periodic import Periodic
+from handlers.serving.spend import Credits
 from handlers.store import open_store
 from handlers.store.base import Store
 
@@ -67,6 +68,7 @@ class Gateway:
         breaker = (cd.failures, float(cd.window_seconds), float(cd.seconds))
         self.cooldowns = SharedCooldowns(limits.redis_url, *breaker) if limits.redis_url else Cooldowns(*breaker)
         self.deployments = Deployments(config.balancing)  # in flight, latency and affinity, in this process
+        self.credits = Credits(self.store, float(config.server.key_cache_seconds))  # for the policies' step-down
         self.limiter: Limiter = (RedisLimiter(limits.redis_url, on_error=limits.on_redis_error)
                                  if limits.redis_url else MemoryLimiter())
         self.meter = Meter(self.store, self.limiter, self.ledger)

@@ -101,7 +101,7 @@ def test_the_record_is_the_decision_the_spec_describes_and_its_json_is_unchanged
                         "reason": "named by the request"},
                        {"model": "acme/fast", "upstream": "an", "deployment": "an/claude", "verdict": "fallback",
                         "reason": "the policy's"}],
-        "affinity": None,
+        "max_cost": None, "stepped_down": None, "affinity": None,
         "attempts": [{"model": "acme/strong", "upstream": "oa", "deployment": "oa/gpt", "retry": 0, "status": 503,
                       "error": "status: overloaded", "latency_ms": 12.5},
                      {"model": "acme/fast", "upstream": "an", "deployment": "an/claude", "retry": 0, "status": 200,

@@ -1,6 +1,6 @@
 """POST /v1/route/preview/...: the plan a request would get, for every format, without sending anything; and for 50
-randomized policies (allowlists, effort tiers, weights, fallbacks, balances, affinity, cooldowns, context windows,
-several deployments with quotas) the real request then does what the preview said: the same candidates in the same
+randomized policies (allowlists, effort tiers, weights, fallbacks, balances, affinity, cost ceilings, step-down,
+cooldowns, context windows, several deployments with quotas) the real request then does what the preview said: the same candidates in the same
 order, with the same verdicts and reasons, the same first deployment tried, or the same refusal."""
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ def models(rng: random.Random) -> list[dict[str, Any]]:
     made = []
     for i in range(10):
         m: dict[str, Any] = {"id": f"acme/m{i}", "upstream": rng.choice(UPSTREAMS), "name": f"up-{i}",
-                             "aliases": [f"a{i}"], "price": {"input": str(rng.choice([0, 0.5, 3])),
-                                                             "output": str(rng.choice([0, 2, 15]))}}
+                             "aliases": [f"a{i}"], "price": {"input": str(rng.choice([0, 0.5, 3, 10])),
+                                                             "output": str(rng.choice([2, 15]))}}
         if rng.random() < 0.3:
             m["context_window"] = rng.choice([30, 300])
         if rng.random() < 0.4:  # several deployments, some with quotas a request can fill
@@ -57,6 +57,10 @@ def policy(rng: random.Random, ids: list[str]) -> dict[str, Any]:
     if rng.random() < 0.5:
         chosen["weights"] = {m: rng.choice([0, 1, 3]) for m in rng.sample(ids, 4)}
     chosen["balance"] = rng.choice(["weighted", "least_busy", "latency", "cost"])
+    if chosen["effort"] and rng.random() < 0.4:  # the workspace has 1000 of credit: stepped down below 5000
+        chosen["step_down"] = {"tier": rng.choice(sorted(chosen["effort"])), "credit_below": rng.choice(["5000", "1"])}
+    if rng.random() < 0.2:
+        chosen["max_cost"] = rng.choice(["0.001", "0.05"])
     chosen["affinity"] = rng.random() < 0.8
     return chosen
 
@@ -133,6 +137,8 @@ def test_the_request_does_what_its_preview_said(gw: Live, fake: FakeUpstream, ca
     allow = None if rng.random() < 0.5 else (*rng.sample(CHAT_IDS, 5), "acme/e0")
     key = gw.keys.get(name) or gw.keys.setdefault(name, gw.create_key(policy=name, models=allow))
     headers = {"Authorization": f"Bearer {key}"}
+    if rng.random() < 0.4:
+        headers["x-specway-max-cost"] = rng.choice(["0.0001", "0.002", "0.5"])
     fmt = list(FORMATS)[case % 4]
     sent = body(rng, fmt)
     cool_some(gw, rng)
@@ -149,7 +155,8 @@ def agree(gw: Live, fake: FakeUpstream, path: str, sent: dict[str, Any], headers
     real = httpx.post(f"{gw.url}/v1/{path}", json=sent, headers=headers, timeout=30)
     decision = httpx.get(f"{gw.url}/v1/route/explain/{real.headers['x-specway-decision-id']}", headers=headers).json()
     assert rows(decision["candidates"]) == rows(plan["candidates"])
-    assert decision["affinity"] == plan["affinity"]
+    assert [decision[f] for f in ("affinity", "max_cost", "stepped_down", "effort")] == [
+        plan[f] for f in ("affinity", "max_cost", "stepped_down", "effort")]
     if plan["refusal"] is not None:
         assert (real.status_code, real.json()["error"]["code"]) == (plan["refusal"]["status"],
                                                                     plan["refusal"]["code"]), real.text
@@ -165,15 +172,16 @@ def agree(gw: Live, fake: FakeUpstream, path: str, sent: dict[str, Any], headers
 def test_a_preview_sends_charges_and_records_nothing(gw: Live, fake: FakeUpstream) -> None:
     fake.reset()
     gw.gateway.cooldowns = Cooldowns()
-    priced = next(m for m in CATALOG if m["price"]["input"] == "3" and "context_window" not in m
-                  and "deployments" not in m)
+    priced = next(m for m in CATALOG if "context_window" not in m and "deployments" not in m
+                  and not m.get("embeddings"))
     r = httpx.post(f"{gw.url}/v1/route/preview/chat/completions", headers=gw.headers,
                    json={"model": priced["id"], "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1000})
     plan = r.json()
     first = plan["candidates"][0]
     assert (first["model"], first["verdict"], first["reason"]) == (priced["id"], "chosen", "first choice")
-    out = float(priced["price"]["output"])
-    assert first["worst_case_cost"] == f"{(3 * plan['input_tokens'] + out * 1000) / 1e6:.6f}".rstrip("0")
+    inp, out = Decimal(priced["price"]["input"]), Decimal(priced["price"]["output"])
+    worst = (inp * plan["input_tokens"] + out * 1000) / 1_000_000
+    assert Decimal(first["worst_case_cost"]) == worst
     assert plan["max_output_tokens"] == 1000 and fake.requests == []
     assert plan["explanation"].endswith(f"{priced['id']} on {first['deployment']} would be tried first.")
     assert "x-specway-decision-id" not in r.headers

@@ -4,7 +4,8 @@ bash (errexit, pipefail). The blocks that show a shape (`route-shape-...`: a con
 record) are a valid configuration, or JSON the spec's schema for it accepts. A line of the block that starts with `# ` is output the reader is shown: it must appear in
 what the block printed (case and surrounding blanks aside), so an example whose answer changed fails here.
 
-What is changed, and only that: 127.0.0.1:8080 becomes a free port, and $RELAY_KEY is the key the gateway printed.
+What is changed, and only that: 127.0.0.1:8080 becomes a free port, $RELAY_KEY is the key the gateway printed, and
+the `specway` command is this environment's.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -24,6 +26,7 @@ from tests.docs_support import blocks as doc_blocks
 
 SHAPES = {"route-shape-one-upstream", "route-shape-deployments", "route-shape-retries", "route-shape-affinity",
           "route-shape-candidate"}
+BIN = Path(sys.executable).parent  # where `specway` is installed
 
 
 def blocks() -> dict[str, str]:
@@ -53,7 +56,8 @@ def test_the_example_runs_as_written(name: str, tmp_path: Path) -> None:
     try:
         script = found[name].replace("127.0.0.1:8080", f"127.0.0.1:{port}")
         done = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path, capture_output=True, text=True,
-                              env={**os.environ, "RELAY_KEY": key}, timeout=120, check=False)
+                              env={**os.environ, "RELAY_KEY": key, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"},
+                              timeout=120, check=False)
     finally:
         stop(proc)
     assert done.returncode == 0, done.stdout + done.stderr

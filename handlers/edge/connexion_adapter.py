@@ -62,7 +62,7 @@ from connexion.operations import AbstractOperation
 from connexion.options import SwaggerUIOptions
 from connexion.resolver import Resolver
 from connexion.uri_parsing import AbstractURIParser
-from connexion.validators import VALIDATOR_MAP
+from connexion.validators import VALIDATOR_MAP, ParameterValidator
 from starlette.routing import Mount, Router
 
 from handlers.edge import paths
@@ -112,6 +112,19 @@ _MIDDLEWARES = [
     LifespanMiddleware,
     ContextMiddleware,
 ]
+
+
+class _NamedParameters(ParameterValidator):
+    """Connexion's check of path, query and header parameters, its refusal naming the parameter (Connexion says
+    only what the value failed, in jsonschema's words)."""
+
+    @staticmethod
+    def validate_parameter(parameter_type: str, value: Any, param: dict[str, Any], param_name: str | None = None
+                           ) -> str | None:
+        error = ParameterValidator.validate_parameter(parameter_type, value, param, param_name)
+        if error is None or value is None:
+            return error
+        return f"The {parameter_type} parameter {param.get('name', param_name)!r} is not valid: {error.splitlines()[0]}"
 
 
 class _BodyParsedByRoute:
@@ -164,7 +177,8 @@ def build_connexion_app(spec: Path, *, resolve: Callable[[str], Callable[..., An
         middlewares=_MIDDLEWARES,
         lifespan=lifespan,
         pythonic_params=True,
-        validator_map={**VALIDATOR_MAP, "body": MediaTypeDict({"*/*json": _BodyParsedByRoute})},
+        validator_map={**VALIDATOR_MAP, "parameter": _NamedParameters,
+                       "body": MediaTypeDict({"*/*json": _BodyParsedByRoute})},
         # The edge serves /openapi.json itself (the bundled file, not Connexion's ref-inlined copy); Swagger UI
         # still points at /openapi.json.
         swagger_ui_options=SwaggerUIOptions(swagger_ui_path=docs_path, serve_spec=False),

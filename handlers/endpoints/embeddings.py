@@ -10,5 +10,6 @@ from handlers.inference.formats import embeddings as wire
 from handlers.serving import embeddings
 
 
-async def create_embedding(principal: Principal, body: models.EmbeddingsRequest) -> Response:
-    return await embeddings.embed(principal, wire.parse(body))
+async def create_embedding(principal: Principal, body: models.EmbeddingsRequest,
+                           x_specway_max_cost: str | None = None) -> Response:
+    return await embeddings.embed(principal, wire.parse(body), x_specway_max_cost)

@@ -18,22 +18,24 @@ from handlers.serving import preview
 
 
 async def preview_chat_completion(principal: Principal, body: models.ChatCompletionRequest,
-                                  x_specway_session: str | None = None) -> Response:
-    return await preview.inference(principal, chat.parse(body), x_specway_session)
+                                  x_specway_session: str | None = None, x_specway_max_cost: str | None = None
+                                  ) -> Response:
+    return await preview.inference(principal, chat.parse(body), x_specway_session, x_specway_max_cost)
 
 
-async def preview_response(principal: Principal, body: models.ResponsesRequest,
-                           x_specway_session: str | None = None) -> Response:
-    return await preview.inference(principal, responses.parse(body), x_specway_session)
+async def preview_response(principal: Principal, body: models.ResponsesRequest, x_specway_session: str | None = None,
+                           x_specway_max_cost: str | None = None) -> Response:
+    return await preview.inference(principal, responses.parse(body), x_specway_session, x_specway_max_cost)
 
 
-async def preview_message(principal: Principal, body: models.MessagesRequest,
-                          x_specway_session: str | None = None) -> Response:
-    return await preview.inference(principal, messages.parse(body), x_specway_session)
+async def preview_message(principal: Principal, body: models.MessagesRequest, x_specway_session: str | None = None,
+                          x_specway_max_cost: str | None = None) -> Response:
+    return await preview.inference(principal, messages.parse(body), x_specway_session, x_specway_max_cost)
 
 
-async def preview_embedding(principal: Principal, body: models.EmbeddingsRequest) -> Response:
-    return await preview.embedding(principal, embedding_wire.parse(body))
+async def preview_embedding(principal: Principal, body: models.EmbeddingsRequest,
+                            x_specway_max_cost: str | None = None) -> Response:
+    return await preview.embedding(principal, embedding_wire.parse(body), x_specway_max_cost)
 
 
 async def list_deployments(principal: Principal) -> Response:

@@ -11,6 +11,7 @@ import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from decimal import Decimal
 
 from generated import errors as codes
 from generated.config import PolicySettings
@@ -21,6 +22,7 @@ from handlers.inference.canonical import Request
 from handlers.inference.catalog import Catalog, Model
 from handlers.inference.cooldown import Cooling
 from handlers.store.base import Key
+from handlers.store.values import fmt_money
 
 _EFFORT_WORDS = {"none": "minimal", "minimal": "minimal", "low": "low", "medium": "medium", "high": "high", "max": "high",
                  "xhigh": "high"}
@@ -32,6 +34,15 @@ class Candidate:
     verdict: str  # chosen | fallback | skipped
     reason: str
     cooling: Cooling | None = None  # the cooldown that skipped it, if one did
+    worst: Decimal | None = None  # its worst case, when that is what skipped it (over the cost ceiling)
+
+
+@dataclass(frozen=True, slots=True)
+class Ceiling:
+    """The most a request may cost (serving/spend.py), and where that comes from, in words."""
+
+    amount: Decimal
+    source: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +58,8 @@ class Plan:
     candidates: tuple[Candidate, ...] = ()
     refusal: ApiError | None = None  # routing itself refused: an unknown model, or one the key may not use
     created: datetime = field(default_factory=lambda: datetime.now(UTC))
+    max_cost: Ceiling | None = None  # the cost ceiling it was routed under
+    stepped_down: str | None = None  # why the policy stepped down to its cheaper tier, if it did
     session: Session | None = None  # the conversation it belongs to, while the policy keeps affinity
     seed: Session | None = None  # what weighted choices hash: the session, or the request itself without affinity
     remembered: str | None = None  # the deployment session affinity put first, if it did
@@ -71,16 +84,21 @@ def normalise_effort(req: Request, policy: PolicySettings) -> str | None:
 
 
 def decide(catalog: Catalog, policies: dict[str, PolicySettings], default_policy: str, key: Key,
-           req: Request, session: Session | None = None) -> Plan:
+           req: Request, session: Session | None = None, stepped_down: str | None = None) -> Plan:
     """The key's plan for `req`: its first choice and the fallbacks, in order. Weighted choices follow the request's
     `session` (affinity.py), so that a conversation stays where it started and a preview picks what the request
-    then picks (without affinity, they follow the request itself); without a session they are random."""
+    then picks (without affinity, they follow the request itself); without a session they are random. A request
+    that names no model is routed by the policy's step-down tier when `stepped_down` says why (serving/spend.py)."""
     policy_name = key.policy if key.policy in policies else default_policy
     policy = policies[policy_name]
     effort = normalise_effort(req, policy)
+    if stepped_down is None or req.model or policy.step_down is None:
+        stepped_down = None
+    else:
+        effort = policy.step_down.tier
     seed = session if policy.affinity or session is None else affinity.request_of(key.id, req)
     plan = Plan(new_decision_id(), key, req.format, req.model, effort, policy_name, req.stream, why="",
-                session=session if policy.affinity else None, seed=seed)
+                stepped_down=stepped_down, session=session if policy.affinity else None, seed=seed)
     try:
         first, why, rest = _first_choice(catalog, policy, policy_name, key.models, req.model, effort, seed)
     except ApiError as err:
@@ -91,6 +109,8 @@ def decide(catalog: Catalog, policies: dict[str, PolicySettings], default_policy
                       *((catalog.resolve(n), f"fallback for {first.id} in policy {policy_name!r}") for n in named)]:
         if m is not None and m.id != first.id and all(m is not seen for seen, _ in chain):
             chain.append((m, reason))
+    if stepped_down is not None:
+        why = f"{stepped_down[0].upper()}{stepped_down[1:]}. {why}"
     candidates = [Candidate(first, "chosen", "first choice")]
     for m, reason in chain:
         if Catalog.allowed(m, key.models):
@@ -104,20 +124,23 @@ def decide(catalog: Catalog, policies: dict[str, PolicySettings], default_policy
 Blocking = Callable[[Model], tuple[str, Cooling] | None]
 
 
-def screen(plan: Plan, blocking: Blocking, needed_tokens: int) -> Plan:
-    """The plan without candidates whose deployment or upstream is cooling down or whose context window is too small
-    (they stay, skipped, with the reason); the first left is the one chosen, the rest are its fallbacks in order."""
-    screened = [_screen_one(c, blocking, needed_tokens) for c in plan.candidates]
+def screen(plan: Plan, blocking: Blocking, needed_tokens: int, ceiling: Ceiling | None = None,
+           worst: tuple[int, int] = (0, 0)) -> Plan:
+    """The plan without candidates whose deployment or upstream is cooling down, whose context window is too small,
+    or whose worst case for `worst` (input, output) tokens is over the cost `ceiling` (they stay, skipped, with the
+    reason); the first left is the one chosen, the rest are its fallbacks in order."""
+    screened = [_screen_one(c, blocking, needed_tokens, ceiling, worst) for c in plan.candidates]
     ranked: list[Candidate] = []
     chosen = False
     for c in screened:
         if c.verdict != "skipped":
             c, chosen = _ranked(c, first=not chosen), True
         ranked.append(c)
-    return dataclasses.replace(plan, candidates=tuple(ranked))
+    return dataclasses.replace(plan, candidates=tuple(ranked), max_cost=ceiling)
 
 
-def _screen_one(c: Candidate, blocking: Blocking, needed_tokens: int) -> Candidate:
+def _screen_one(c: Candidate, blocking: Blocking, needed_tokens: int, ceiling: Ceiling | None,
+                worst: tuple[int, int]) -> Candidate:
     if c.verdict == "skipped":
         return c
     blocked = blocking(c.model)
@@ -127,6 +150,10 @@ def _screen_one(c: Candidate, blocking: Blocking, needed_tokens: int) -> Candida
         return Candidate(c.model, "skipped", reason, cooling)
     if window is not None and needed_tokens > window:
         return Candidate(c.model, "skipped", f"context too small: needs about {needed_tokens} tokens, has {window}")
+    cost = c.model.worst_case(*worst) if ceiling is not None else None
+    if ceiling is not None and cost is not None and cost > ceiling.amount:
+        return Candidate(c.model, "skipped", f"worst case {fmt_money(cost)} is over the cost ceiling of "
+                                             f"{fmt_money(ceiling.amount)} ({ceiling.source})", worst=cost)
     return c
 
 

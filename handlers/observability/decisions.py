@@ -15,6 +15,7 @@ from generated import models
 from handlers.errors import StoreUnavailable, bad_request
 from handlers.periodic import Periodic
 from handlers.store.base import Outage, Store
+from handlers.store.values import fmt_money
 
 if TYPE_CHECKING:
     from handlers.inference.routing import Plan
@@ -40,7 +41,7 @@ def record(plan: Plan, trace: Trace, note: str = "", revision: str | None = None
                                                              deployment=c.model.deployment, verdict=c.verdict,
                                                              reason=c.reason)
                     for c in plan.candidates],
-        affinity=affinity_of(plan),
+        max_cost=max_cost_of(plan), stepped_down=plan.stepped_down, affinity=affinity_of(plan),
         attempts=[models.DecisionAttempt.model_construct(model=a.model, upstream=a.upstream, deployment=a.deployment,
                                                          retry=a.retry, status=a.status, error=a.error,
                                                          latency_ms=a.latency_ms)
@@ -53,6 +54,10 @@ def record(plan: Plan, trace: Trace, note: str = "", revision: str | None = None
         pricing=_pricing(trace), explanation=explanation(plan, trace) + note, config_revision=revision,
         left_out=trace.left_out,
     )
+
+
+def max_cost_of(plan: Plan) -> str | None:
+    return None if plan.max_cost is None else fmt_money(plan.max_cost.amount)
 
 
 def affinity_of(plan: Plan) -> models.DecisionAffinity | None:

@@ -27,21 +27,25 @@ from handlers.inference.formats.embeddings import Embed
 from handlers.inference.routing import Candidate, Plan
 from handlers.inference.upstreams.base import Embedder
 from handlers.inference.upstreams.registry import KINDS
+from handlers.serving import spend
 from handlers.serving.lifecycle import Lifecycle
 from handlers.store.base import Key
 
 
-async def planned(gw: gateway.Gateway, key: Key, req: Embed) -> tuple[Lifecycle, int]:
+async def planned(gw: gateway.Gateway, key: Key, req: Embed, max_cost: str | None = None) -> tuple[Lifecycle, int]:
     """The request's screened plan, and its input estimate (every input's tokens): what embed() tries, and what a
-    route preview shows."""
+    route preview shows. `max_cost` is the caller's x-specway-max-cost header."""
+    header = spend.asked(max_cost)
     total, longest = wire.input_tokens(req)
+    plan = _route(gw, key, req)
+    ceiling = spend.ceiling(gw.config.policies[plan.policy], header)
     # The window bounds each input, not their sum.
-    return await Lifecycle.screened(gw, _route(gw, key, req), longest, worst=(total, 0)), total
+    return await Lifecycle.screened(gw, plan, longest, worst=(total, 0), ceiling=ceiling), total
 
 
-async def embed(principal: Principal, req: Embed) -> Response:
+async def embed(principal: Principal, req: Embed, max_cost: str | None = None) -> Response:
     gw = gateway.current()
-    life, total = await planned(gw, principal.key, req)
+    life, total = await planned(gw, principal.key, req, max_cost)
     async with life.failing():
         models = life.runnable()
         life.hold = await gw.meter.admit_tokens(principal.key, models, total, 0)

@@ -23,13 +23,14 @@ from handlers.inference.canonical import Request, Usage
 from handlers.inference.catalog import Model
 from handlers.inference.cooldown import Cooling, deployment_key, upstream_key
 from handlers.inference.formats.base import Traits
-from handlers.inference.routing import Plan
+from handlers.inference.routing import Ceiling, Plan
 from handlers.inference.trace import Trace
 from handlers.inference.upstreams.base import PLAIN, Upstream, UpstreamError
 from handlers.metering import quotas, ratelimit
 from handlers.metering.meter import Charge, Hold
 from handlers.observability import metrics, requestlog
 from handlers.serving.retries import Retries
+from handlers.store.values import fmt_money
 
 T = TypeVar("T")
 NO_RETRY = {"x-should-retry": "false"}  # the SDKs' override of their own retry choice: a retry cannot help
@@ -57,10 +58,10 @@ class Lifecycle:
 
     @classmethod
     async def screened(cls, gw: gateway.Gateway, plan: Plan, needed_tokens: int, *, worst: tuple[int, int] = (0, 0),
-                       **options: object) -> Lifecycle:
+                       ceiling: Ceiling | None = None, **options: object) -> Lifecycle:
         """The plan's models as their deployments in the policy's order (balance.py), those skipped whose
         deployment or upstream is cooling down, that is at its quota for a request of `worst` (input, output)
-        tokens, or whose window is under `needed_tokens`."""
+        tokens, whose window is under `needed_tokens`, or whose worst case is over the cost `ceiling`."""
         inp, out = worst
         order = balance.Request(gw.config.policies[plan.policy].balance, plan.session, plan.seed, inp, out)
         plan = balance.expand(plan, gw.catalog, gw.deployments, order)
@@ -77,7 +78,7 @@ class Lifecycle:
         def blocking(m: Model) -> tuple[str, Cooling] | None:
             return cd.blocking(m.upstream, m.deployment) or full.get(m.deployment)
 
-        return cls(gw, routing.screen(plan, blocking, needed_tokens), quota_tokens=inp + out,
+        return cls(gw, routing.screen(plan, blocking, needed_tokens, ceiling, worst), quota_tokens=inp + out,
                    **options)  # type: ignore[arg-type]
 
     @property
@@ -291,12 +292,20 @@ def upstream_failure(err: UpstreamError, upstream: str) -> ApiError:
 
 
 def nothing_left(gw: gateway.Gateway, plan: Plan, verb: str = "take") -> ApiError:
-    """No candidate was left to try. Skipped only for the waits their upstreams asked for (rate limits): a 429 with
-    the soonest wait. Skipped by cooldowns: a 503 with the soonest end. Skipped for reasons no wait changes (context
-    windows, the allowlist): a 503 that says not to retry."""
+    """No candidate was left to try. Skipped for the cost ceiling, with no wait in sight: a 402 naming the ceiling
+    and the cheapest worst case. Skipped only for the waits their upstreams asked for (rate limits, quotas): a 429
+    with the soonest wait. Skipped by cooldowns: a 503 with the soonest end. Skipped for reasons no wait changes
+    (context windows, the allowlist): a 503 that says not to retry."""
     coolings = [c.cooling for c in plan.candidates if c.cooling is not None]
     wait = min((gw.cooldowns.left(c) for c in coolings), default=0.0)
     reasons = "; ".join(f"{c.model.id}: {c.reason}" for c in plan.candidates)
+    priced = [c for c in plan.candidates if c.worst is not None]
+    if priced and not coolings and plan.max_cost is not None:
+        cheapest = min(priced, key=lambda c: c.worst or 0)
+        return ApiError(codes.COST_CEILING_EXCEEDED, f"No candidate fits the cost ceiling of "
+                        f"{fmt_money(plan.max_cost.amount)} ({plan.max_cost.source}): the cheapest worst case is "
+                        f"{fmt_money(cheapest.worst or 0)} ({cheapest.model.id} on {cheapest.model.deployment}). "
+                        "Lower the output limit, shorten the prompt, or raise the ceiling.", headers=dict(NO_RETRY))
     if coolings and wait > 0 and all(c.state == "cooling" for c in coolings):
         return ApiError(codes.UPSTREAM_RATE_LIMITED, f"Every candidate is rate limited by its upstream; wait for the "
                         f"first to be free ({reasons}).", headers=ratelimit.retry_headers(wait))

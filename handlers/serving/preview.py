@@ -21,17 +21,18 @@ from handlers.serving.lifecycle import Lifecycle, nothing_left
 from handlers.store.values import fmt_money
 
 
-async def inference(principal: Principal, req: Request, session: str | None = None) -> Response:
-    """The plan of a chat, Responses or Messages request (`session`: its x-specway-session header)."""
+async def inference(principal: Principal, req: Request, session: str | None = None, max_cost: str | None = None
+                    ) -> Response:
+    """The plan of a chat, Responses or Messages request (with its x-specway-session and x-specway-max-cost)."""
     gw = gateway.current()
-    life, estimate = await relay.planned(gw, principal.key, req, session)
+    life, estimate = await relay.planned(gw, principal.key, req, session, max_cost)
     return _answer(gw, life, estimate, tokens.max_output_tokens(req))
 
 
-async def embedding(principal: Principal, req: Embed) -> Response:
+async def embedding(principal: Principal, req: Embed, max_cost: str | None = None) -> Response:
     """The plan of an embeddings request (which generates no output)."""
     gw = gateway.current()
-    life, total = await embeddings.planned(gw, principal.key, req)
+    life, total = await embeddings.planned(gw, principal.key, req, max_cost)
     return _answer(gw, life, total, 0)
 
 
@@ -44,7 +45,7 @@ def _answer(gw: gateway.Gateway, life: Lifecycle, inp: int, out: int) -> Respons
         candidates=[models.PreviewCandidate(
             model=c.model.id, upstream=c.model.upstream, deployment=c.model.deployment, verdict=c.verdict,
             reason=c.reason, worst_case_cost=fmt_money(c.model.worst_case(inp, out))) for c in plan.candidates],
-        affinity=decisions.affinity_of(plan),
+        max_cost=decisions.max_cost_of(plan), stepped_down=plan.stepped_down, affinity=decisions.affinity_of(plan),
         refusal=None if refusal is None else models.PreviewRefusal(
             status=refusal.status, code=refusal.code, message=refusal.message),
         explanation=_explanation(plan, refusal),

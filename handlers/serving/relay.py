@@ -38,6 +38,7 @@ from handlers.inference.formats.base import CallerFormat, Traits
 from handlers.inference.routing import Plan
 from handlers.inference.upstreams.base import UpstreamError
 from handlers.observability import metrics, requestlog
+from handlers.serving import spend
 from handlers.serving.lifecycle import Lifecycle, upstream_failure
 from handlers.store.base import Key
 
@@ -46,22 +47,26 @@ _SETTLE_TIMEOUT = 10.0  # seconds a cancelled stream may take to close its upstr
 _LOGGED_CHARS = 2000
 
 
-async def planned(gw: gateway.Gateway, key: Key, req: Request, session: str | None = None
-                  ) -> tuple[Lifecycle, int]:
+async def planned(gw: gateway.Gateway, key: Key, req: Request, session: str | None = None,
+                  max_cost: str | None = None) -> tuple[Lifecycle, int]:
     """The request's screened plan, and its input estimate: what relay() tries, and what a route preview shows.
-    `session` is the caller's x-specway-session header."""
+    `session` and `max_cost` are the caller's x-specway-session and x-specway-max-cost headers."""
+    header = spend.asked(max_cost)
+    policy = gw.config.policies[key.policy if key.policy in gw.config.policies else gw.config.default_policy]
     plan = routing.decide(gw.catalog, gw.config.policies, gw.config.default_policy, key, req,
-                          affinity.session_of(key.id, req, session))
+                          affinity.session_of(key.id, req, session), await spend.stepped_down(policy, key, gw.credits))
     estimate = tokens.input_tokens(req)  # once: the context check and the reservation both need it
     traits = traits_for(gw, plan)  # screening keeps the plan's policy
     life = await Lifecycle.screened(gw, plan, estimate + (req.max_tokens or 0),
-                                    worst=(estimate, tokens.max_output_tokens(req)), request=req, traits=traits)
+                                    worst=(estimate, tokens.max_output_tokens(req)),
+                                    ceiling=spend.ceiling(policy, header), request=req, traits=traits)
     return life, estimate
 
 
-async def relay(principal: Principal, req: Request, wire: CallerFormat, session: str | None = None) -> Response:
+async def relay(principal: Principal, req: Request, wire: CallerFormat, session: str | None = None,
+                max_cost: str | None = None) -> Response:
     gw = gateway.current()
-    life, estimate = await planned(gw, principal.key, req, session)
+    life, estimate = await planned(gw, principal.key, req, session, max_cost)
     traits = life.traits
     req.effort = life.plan.effort  # the tier word every format's renderer maps into its own vocabulary
     async with life.failing():
