@@ -45,6 +45,7 @@ EXPOSE 8080
 # SIGTERM (docker stop, Kubernetes) drains: no new connections, requests and streams in flight finish for up to
 # server.drain_seconds (30), then spend and decision records are written. Give the stop more than that (35 s).
 STOPSIGNAL SIGTERM
+# The check reads the port from SPECWAY_SERVER__PORT (8080 otherwise): set the port that way, not in the file.
 HEALTHCHECK --interval=10s --timeout=5s --start-period=20s --retries=3 \
     CMD ["python3", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/readyz' % os.environ.get('SPECWAY_SERVER__PORT', '8080'), timeout=4)"]
 ENTRYPOINT ["specway"]

@@ -61,10 +61,6 @@ CANNOT_MODIFY_SELF = Code("cannot_modify_self", 403, "permission_error")
 # The key's model allowlist does not admit the model (or admits none).
 MODEL_NOT_ALLOWED = Code("model_not_allowed", 403, "permission_error")
 
-# The workspace is revoked, so it takes no new keys and no credit until it is restored (`POST
-# /v1/workspaces/{workspaceId}/restore`).
-WORKSPACE_REVOKED = Code("workspace_revoked", 409, "invalid_request_error")
-
 # No model or alias of that name (for this key).
 MODEL_NOT_FOUND = Code("model_not_found", 404, "not_found_error")
 
@@ -76,6 +72,9 @@ KEY_NOT_FOUND = Code("key_not_found", 404, "not_found_error")
 
 # No routing policy of that name in the configuration.
 POLICY_NOT_FOUND = Code("policy_not_found", 404, "not_found_error")
+
+# The `cursor` names no audit entry this key can read (pruned since, or never one).
+CURSOR_NOT_FOUND = Code("cursor_not_found", 404, "not_found_error")
 
 # No decision record of that id in this key's workspace.
 DECISION_NOT_FOUND = Code("decision_not_found", 404, "not_found_error")
@@ -91,6 +90,13 @@ HEADER_TIMEOUT = Code("header_timeout", 408, "invalid_request_error")
 
 # The body did not arrive within server.body_timeout_seconds; the connection is closed.
 BODY_TIMEOUT = Code("body_timeout", 408, "invalid_request_error")
+
+# The workspace is revoked, so it takes no new keys and no credit until it is restored (`POST
+# /v1/workspaces/{workspaceId}/restore`).
+WORKSPACE_REVOKED = Code("workspace_revoked", 409, "invalid_request_error")
+
+# A credit correction (a negative amount) larger than the workspace's credit; the message says how much there is.
+CREDIT_BELOW_ZERO = Code("credit_below_zero", 409, "invalid_request_error")
 
 # The body is over server.body_limit_bytes.
 REQUEST_TOO_LARGE = Code("request_too_large", 413, "request_too_large")
@@ -165,16 +171,18 @@ BY_NAME: dict[str, Code] = {
     "insufficient_scope": INSUFFICIENT_SCOPE,
     "cannot_modify_self": CANNOT_MODIFY_SELF,
     "model_not_allowed": MODEL_NOT_ALLOWED,
-    "workspace_revoked": WORKSPACE_REVOKED,
     "model_not_found": MODEL_NOT_FOUND,
     "workspace_not_found": WORKSPACE_NOT_FOUND,
     "key_not_found": KEY_NOT_FOUND,
     "policy_not_found": POLICY_NOT_FOUND,
+    "cursor_not_found": CURSOR_NOT_FOUND,
     "decision_not_found": DECISION_NOT_FOUND,
     "not_found": NOT_FOUND,
     "method_not_allowed": METHOD_NOT_ALLOWED,
     "header_timeout": HEADER_TIMEOUT,
     "body_timeout": BODY_TIMEOUT,
+    "workspace_revoked": WORKSPACE_REVOKED,
+    "credit_below_zero": CREDIT_BELOW_ZERO,
     "request_too_large": REQUEST_TOO_LARGE,
     "unsupported_media_type": UNSUPPORTED_MEDIA_TYPE,
     "unsupported_content_encoding": UNSUPPORTED_CONTENT_ENCODING,

@@ -107,8 +107,9 @@ class Terminal:
         venv = self.folder / ".venv"
         if not venv.exists():
             venv.symlink_to(VENV_BIN.parent)
-        if not self.env:
-            self.env = {k: v for k, v in os.environ.items() if not k.startswith("SPECWAY_")}
+        if not self.env:  # a reader's terminal: none of the test run's own settings, nor a make above it
+            self.env = {k: v for k, v in os.environ.items()
+                        if not k.startswith("SPECWAY_") and k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS", "MAKEFILES")}
         self.env["PATH"] = f"{VENV_BIN}{os.pathsep}{self.env.get('PATH', '')}"
         self.env["SPECWAY_SERVER__PORT"] = str(self.port)
 

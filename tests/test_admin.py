@@ -60,7 +60,8 @@ def test_workspace_lifecycle(admin: httpx.Client) -> None:
     assert admin.post("/v1/workspaces/ws_nope/credit", json={"amount": "1"}).status_code == 404
     assert admin.post(f"/v1/workspaces/{ws.id}/credit", json={"amount": "-1.25"}).json()["credit"] == "11.50"
     too_much = admin.post(f"/v1/workspaces/{ws.id}/credit", json={"amount": "-12"})
-    assert too_much.status_code == 400 and too_much.json()["error"]["param"] == "amount"
+    assert too_much.status_code == 409 and too_much.json()["error"]["code"] == "credit_below_zero"
+    assert too_much.json()["error"]["param"] == "amount"
     assert "it has 11.50, so at most -11.50 can be taken back" in too_much.json()["error"]["message"]
     odd = admin.post(f"/v1/workspaces/{ws.id}/credit", json={"amount": "1e3"})
     assert odd.status_code == 400 and odd.json()["error"]["message"] == (

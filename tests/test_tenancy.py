@@ -347,3 +347,7 @@ def test_a_workspace_admin_reads_its_own_workspaces_audit_log_only(world: World)
         assert world.tenant.get("/v1/audit", params=params).json() == empty
     everything = world.operator.get("/v1/audit", params={"limit": 1000}).json()["data"]
     assert {world.a, world.b} <= {e["workspace_id"] for e in everything}
+    theirs = next(e["id"] for e in everything if e["workspace_id"] == world.b)  # a cursor of another workspace
+    other = world.tenant.get("/v1/audit", params={"cursor": theirs})
+    unknown = world.tenant.get("/v1/audit", params={"cursor": "aud_" + "0" * 16})
+    assert_like_unknown(other, unknown, theirs, "aud_" + "0" * 16)

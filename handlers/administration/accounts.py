@@ -218,9 +218,9 @@ async def add_credit(store: Store, workspace_id: str, body: api.CreditAdd, actor
             ws = await store.add_credit(workspace_id, amount, audit=actor.audit)
         except Refused:
             left = (await workspace(store, workspace_id)).credit
-            raise bad_request(f"amount: a correction of {money_text(amount)} would take the credit of {workspace_id} "
-                              f"below zero: it has {money_text(left)}, so at most -{money_text(left)} can be taken "
-                              "back.", "amount") from None
+            raise ApiError(codes.CREDIT_BELOW_ZERO, f"amount: a correction of {money_text(amount)} would take the "
+                           f"credit of {workspace_id} below zero: it has {money_text(left)}, so at most "
+                           f"-{money_text(left)} can be taken back.", param="amount") from None
     return workspace_out(ws or await workspace(store, workspace_id))
 
 

@@ -12,13 +12,12 @@ where `before` and `after` are what the reload changed, as JSON values (never a 
 
 from __future__ import annotations
 
-import base64
-import binascii
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from generated import errors as codes
 from handlers.administration.tenancy import Authority
-from handlers.errors import bad_request
+from handlers.errors import ApiError, bad_request
 from handlers.store import audit as rows
 from handlers.store.base import AuditEntry, AuditQuery, Store
 
@@ -57,36 +56,34 @@ async def page(store: Store, actor: Authority, *, limit: int | None = None, curs
                workspace_id: str | None = None, key_id: str | None = None, action: str | None = None,
                target_id: str | None = None, since: str | None = None,
                until: str | None = None) -> tuple[list[AuditEntry], str | None]:
-    """A page of the entries the actor may read, newest first, and the cursor of the next page (None on the last): a
-    workspace administrator's own workspace only (another workspace named is an empty page, as an unknown one is).
-    The API's models are made of it by list_out (the CLI's table needs none)."""
+    """A page of the entries the actor may read, newest first, and the cursor of the next page (the id of the page's
+    last entry; None on the last page): a workspace administrator's own workspace only (another workspace named is
+    an empty page, as an unknown one is). An empty id is no filter. The API's models are made of it by list_out
+    (the CLI's table needs none)."""
     size = limit or DEFAULT_LIMIT
+    workspace_id, key_id, action, target_id = (v or None for v in (workspace_id, key_id, action, target_id))
     if action is not None and action not in rows.ACTIONS:
         raise bad_request(f"action: {action!r} is not one of {', '.join(rows.ACTIONS)}.", param="action")
     if workspace_id is not None and not actor.sees(workspace_id):
         return [], None
-    query = AuditQuery(limit=size + 1, before=_cursor(cursor), workspace_id=workspace_id or actor.workspace_id,
-                       actor_key_id=key_id, action=action, target_id=target_id, since=_time("since", since),
-                       until=_time("until", until))
+    query = AuditQuery(limit=size + 1, before=await _after(store, actor, cursor),
+                       workspace_id=workspace_id or actor.workspace_id, actor_key_id=key_id, action=action,
+                       target_id=target_id, since=_time("since", since), until=_time("until", until))
     found = await store.audit_entries(query)
     shown = found[:size]
-    return shown, _encode(shown[-1]) if len(found) > size else None
+    return shown, shown[-1].id if len(found) > size else None
 
 
-def _encode(last: AuditEntry) -> str:
-    return base64.urlsafe_b64encode(f"{last.at.astimezone(UTC).isoformat()}|{last.id}".encode()).decode().rstrip("=")
-
-
-def _cursor(text: str | None) -> tuple[datetime, str] | None:
-    if text is None:
+async def _after(store: Store, actor: Authority, cursor: str | None) -> tuple[datetime, str] | None:
+    """Where the page a cursor names starts: after that entry, which the actor must be able to read."""
+    if not cursor:
         return None
-    try:
-        at, _, last_id = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)).decode().partition("|")
-        if not last_id:
-            raise ValueError(text)
-        return datetime.fromisoformat(at), last_id
-    except (binascii.Error, UnicodeDecodeError, ValueError):
-        raise bad_request("cursor: not a next_cursor of an earlier page.", param="cursor") from None
+    found = await store.audit_entry(cursor)
+    hidden = found is not None and (actor.workspace_id is not None and found.workspace_id != actor.workspace_id)
+    if found is None or hidden:
+        raise ApiError(codes.CURSOR_NOT_FOUND, f"cursor: no audit entry {cursor!r} for this key (pruned since, or "
+                       "not a next_cursor of an earlier page).", param="cursor")
+    return found.at, found.id
 
 
 def _time(name: str, value: str | None) -> datetime | None:

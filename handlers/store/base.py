@@ -378,6 +378,9 @@ class Store(abc.ABC):
         """Write an entry for a change made outside the store (a configuration reload)."""
 
     @abc.abstractmethod
+    async def audit_entry(self, entry_id: str) -> AuditEntry | None: ...
+
+    @abc.abstractmethod
     async def audit_entries(self, query: AuditQuery) -> list[AuditEntry]:
         """Entries newest first, as the query filters and pages them (up to `query.limit`)."""
 

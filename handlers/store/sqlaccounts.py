@@ -240,6 +240,10 @@ class SQLAccounts(SQLCore):
         async with self._tx() as tx:
             await audit_rows.write(tx, entry)
 
+    async def audit_entry(self, entry_id: str) -> AuditEntry | None:
+        row = await self._one(f"SELECT {', '.join(audit_rows.COLUMNS)} FROM audit_log WHERE id = $1", entry_id)
+        return None if row is None else audit_rows.of_row(row)
+
     async def audit_entries(self, query: AuditQuery) -> list[AuditEntry]:
         sql, args = audit_rows.select(query)
         return [audit_rows.of_row(r) for r in await self._all(sql, *args)]
