@@ -270,7 +270,7 @@ class DecisionSummary(StrictModel):
     created_at: StrictStr
     key_id: StrictStr = None
     workspace_id: StrictStr = None
-    format: Literal["chat", "responses", "messages", "embeddings"]
+    format: Literal["chat", "responses", "messages", "gemini", "embeddings"]
     stream: StrictBool = None
     requested_model: StrictStr | None = None
     model: StrictStr | None = None
@@ -1706,7 +1706,7 @@ class RoutePreview(StrictModel):
     """
 
     object: Literal["route.preview"]
-    format: Literal["chat", "responses", "messages", "embeddings"]
+    format: Literal["chat", "responses", "messages", "gemini", "embeddings"]
     requested_model: StrictStr | None = None
     effort: StrictStr | None = None
     policy: StrictStr | None = None
@@ -1771,7 +1771,7 @@ class Decision(StrictModel):
     created_at: StrictStr
     key_id: StrictStr = None
     workspace_id: StrictStr = None
-    format: Literal["chat", "responses", "messages", "embeddings"]
+    format: Literal["chat", "responses", "messages", "gemini", "embeddings"]
     requested_model: StrictStr | None = None
     effort: StrictStr | None = None
     policy: StrictStr | None = None

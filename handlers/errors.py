@@ -116,6 +116,7 @@ PATTERN_WORDS = {
     r"^[^\x00-\x1f\x7f]+$": "must not be empty nor hold control characters",
     r"^((key|model|upstream|workspace)(,(key|model|upstream|workspace))*)?$":
         "must be key, model, upstream or workspace, or several of them separated by commas",
+    r"^[0-9]{1,17}~[0-9A-Za-z_-]{1,64}$": "must be a cursor this list gave (its next_cursor)",
 }
 
 

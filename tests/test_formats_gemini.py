@@ -179,7 +179,7 @@ ANSWER = Answer("d1", "acme/g", 0)
 def test_the_whole_answer() -> None:
     result = Result([Thinking("", signature="SIG", format="gemini"), Text("Hi"),
                      ToolCall("c1", "f", '{"a": 1}'), Thinking("reasoned", signature="anthropic", format="messages")],
-                    FinishReason.TOOL_CALLS, Usage(10, 5, 2, native={"thoughtsTokenCount": 3}))
+                    FinishReason.TOOL_CALLS, Usage(10, 5, 2, reasoning_tokens=3))
     body = gemini.render(result, ANSWER, parse({"contents": [user({"text": "x"})]}))
     assert body == {
         "candidates": [{"content": {"role": "model", "parts": [

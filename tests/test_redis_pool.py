@@ -95,8 +95,10 @@ def _exactly_rpm_through(tmp_path: Path, redis_url: str) -> None:
         started = time.monotonic()
         statuses = asyncio.run(_burst(port, key, BURST, ROUNDS))
         took = time.monotonic() - started
-        assert took < 60 / RPM, f"the burst took {took:.1f} s: too slow to tell an exact count from a refill"
-        assert collections.Counter(statuses) == {200: RPM, 429: BURST * ROUNDS - RPM}
+        refilled = int(took * RPM / 60)  # what the bucket got back while the burst ran: none within 60 / RPM s
+        counts = collections.Counter(statuses)
+        assert set(counts) <= {200, 429} and sum(counts.values()) == BURST * ROUNDS, counts
+        assert RPM <= counts[200] <= RPM + refilled, (counts, f"{took:.1f} s")
         said = log.read_text()
         assert "unreachable" not in said and "failing open" not in said, said[-2000:]
 
