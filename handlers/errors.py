@@ -117,6 +117,7 @@ PATTERN_WORDS = {
     r"^((key|model|upstream|workspace)(,(key|model|upstream|workspace))*)?$":
         "must be key, model, upstream or workspace, or several of them separated by commas",
     r"^[0-9]{1,17}~[0-9A-Za-z_-]{1,64}$": "must be a cursor this list gave (its next_cursor)",
+    r"^aud_[0-9a-f]{16}$": "must be an audit entry's id (aud_ and 16 hex digits), as next_cursor gives it",
 }
 
 
