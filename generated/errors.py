@@ -98,6 +98,14 @@ WORKSPACE_REVOKED = Code("workspace_revoked", 409, "invalid_request_error")
 # A credit correction (a negative amount) larger than the workspace's credit; the message says how much there is.
 CREDIT_BELOW_ZERO = Code("credit_below_zero", 409, "invalid_request_error")
 
+# A configuration reload found the file unusable (the message says where and why); the configuration that was serving
+# still serves, unchanged.
+CONFIG_INVALID = Code("config_invalid", 409, "invalid_request_error")
+
+# A configuration reload found changes to settings a running process cannot take (the message names them; the sections
+# server, store, limits, decisions, audit, ledger and telemetry); nothing was reloaded.
+RESTART_REQUIRED = Code("restart_required", 409, "invalid_request_error")
+
 # The body is over server.body_limit_bytes.
 REQUEST_TOO_LARGE = Code("request_too_large", 413, "request_too_large")
 
@@ -183,6 +191,8 @@ BY_NAME: dict[str, Code] = {
     "body_timeout": BODY_TIMEOUT,
     "workspace_revoked": WORKSPACE_REVOKED,
     "credit_below_zero": CREDIT_BELOW_ZERO,
+    "config_invalid": CONFIG_INVALID,
+    "restart_required": RESTART_REQUIRED,
     "request_too_large": REQUEST_TOO_LARGE,
     "unsupported_media_type": UNSUPPORTED_MEDIA_TYPE,
     "unsupported_content_encoding": UNSUPPORTED_CONTENT_ENCODING,

@@ -175,6 +175,30 @@ class Health(StrictModel):
     """
 
 
+class ConfigReload(StrictModel):
+    object: Literal["config.reload"]
+    revision: StrictStr
+    """
+    The revision now serving (12 hex digits; what decision records call `config_revision`).
+    """
+    previous_revision: StrictStr
+    """
+    The revision that served before.
+    """
+    changed: StrictBool
+    """
+    false when the file is the configuration already serving.
+    """
+    sections: list[Literal["upstreams", "models", "policies", "default_policy", "cooldown", "balancing", "retries"]]
+    """
+    The top-level settings that changed.
+    """
+    other_workers_signalled: StrictBool
+    """
+    true when this server runs several worker processes and the others were told to reload the same file (each checks it on its own and logs what it did).
+    """
+
+
 class ModelCapabilities(StrictModel):
     """
     What the model can do, as the configuration or the known-model data says; null when neither says. Only `reasoning` changes what the gateway does (the effort is forwarded to a reasoning model only).
@@ -570,6 +594,8 @@ class ErrorDetail(StrictModel):
         "body_timeout",
         "workspace_revoked",
         "credit_below_zero",
+        "config_invalid",
+        "restart_required",
         "request_too_large",
         "unsupported_media_type",
         "unsupported_content_encoding",

@@ -27,6 +27,7 @@ TABLE: tuple[PathInfo, ...] = (
     PathInfo("/v1/keys/{keyId}", re.compile("^/v1/keys/[^/]+$"), "DELETE, GET, PATCH", "specway"),
     PathInfo("/v1/keys/{keyId}/rotate", re.compile("^/v1/keys/[^/]+/rotate$"), "POST", "specway"),
     PathInfo("/v1/audit", re.compile("^/v1/audit$"), "GET", "specway"),
+    PathInfo("/v1/admin/reload", re.compile("^/v1/admin/reload$"), "POST", "specway"),
     PathInfo("/v1/models", re.compile("^/v1/models$"), "GET", "specway"),
     PathInfo("/v1/models/{modelId}", re.compile("^/v1/models/.*$"), "GET", "specway"),
     PathInfo("/v1/key", re.compile("^/v1/key$"), "GET", "specway"),

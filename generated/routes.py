@@ -234,6 +234,11 @@ async def readyz():
     return await operations.readyz(principal)
 
 
+async def reload_config():
+    principal = await glue.authenticate(request, "admin")
+    return await admin.reload_config(principal)
+
+
 async def restore_workspace(workspace_id):
     principal = await glue.authenticate(request, "admin")
     return await admin.restore_workspace(principal, workspace_id)

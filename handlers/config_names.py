@@ -3,6 +3,7 @@ CLI's parser and its error handling need these names)."""
 
 ENV_CONFIG = "SPECWAY_CONFIG"
 ENV_PREFIX = "SPECWAY_"  # SPECWAY_SERVER__PORT=9000 sets server.port (docs/configuration.md lists every name)
+ENV_SUPERVISOR = "SPECWAY_SUPERVISOR"  # the pid of `specway serve`'s supervisor, in its workers (reloads)
 DEFAULT_FILE = "specway.yaml"  # read from the working folder when no file is named
 
 

@@ -14,23 +14,25 @@ from typing import TYPE_CHECKING, Any
 from generated.config import Config, TimeoutSettings
 from handlers import config as config_mod
 from handlers.administration.auth import KeyCache
+from handlers.administration.tenancy import OPERATOR, Authority
 from handlers.errors import StoreUnavailable
-from handlers.inference.catalog import Catalog
 from handlers.inference.cooldown import Cooldowns, SharedCooldowns
 from handlers.inference.deployments import Deployments
 from handlers.inference.upstreams.base import Upstream
-from handlers.inference.upstreams.registry import build_upstream
 from handlers.metering import money
 from handlers.metering.ledger import Ledger
 from handlers.metering.meter import Meter
 from handlers.metering.ratelimit import Limiter, MemoryLimiter, RedisLimiter
 from handlers.observability.decisions import Recorder
 from handlers.periodic import Periodic
+from handlers.reloading import Reloads, Setup
 from handlers.serving.spend import Credits
 from handlers.store import open_store
 from handlers.store.base import Store
 
 if TYPE_CHECKING:
+    from generated.models import ConfigReload
+    from handlers.inference.catalog import Catalog
     from handlers.observability.tracing import Tracing
 
 log = logging.getLogger("specway")
@@ -38,6 +40,7 @@ _REAP_EVERY = 300.0  # seconds between looks for reservations a dead process lef
 _MISSED_BEATS = 3  # heartbeats a process may miss before its holds and leases are released
 _PRUNE_AUDIT_EVERY = 3600.0  # seconds between deletions of audit entries past audit.retention_days
 _current: contextvars.ContextVar[Gateway] = contextvars.ContextVar("specway_gateway")
+_pinned: contextvars.ContextVar[Setup | None] = contextvars.ContextVar("specway_setup", default=None)
 
 
 def _data_versions() -> str:
@@ -51,13 +54,12 @@ def current() -> Gateway:
 
 
 class Gateway:
-    def __init__(self, config: Config, *, store: Store | None = None) -> None:
-        self.config = config
-        self.catalog = Catalog.from_config(config)
+    def __init__(self, config: Config, *, store: Store | None = None, path: str | None = None) -> None:
+        self._setup = Setup.of(config)  # what a reload replaces (handlers/reloading.py); requests pin theirs
+        self._retiring: set[Setup] = set()  # replaced, with requests still in flight on them
+        self._reloads = Reloads(self, path)
         self.store = store or open_store(config.store.url, float(config.store.timeout_seconds))
-        self.upstreams: dict[str, Upstream] = {}
         self.keys = KeyCache(self.store, ttl=float(config.server.key_cache_seconds))
-        self.revision = config_mod.revision(config)
         self.recorder = Recorder(self.store, float(config.decisions.retention_days), self.revision)
         self.ledger = Ledger(self.store, config.ledger)
         # The one writer of settlements and decision records: each lease's charge with its records, then the rest.
@@ -79,6 +81,64 @@ class Gateway:
         self._audit_pruner = Periodic(self._prune_audit, _PRUNE_AUDIT_EVERY, "prune old audit entries")
         self.started_at = datetime.now(UTC).replace(microsecond=0)
         self.tracing: Tracing | None = None  # made at start when telemetry.otlp_endpoint is set
+
+    @property
+    def setup(self) -> Setup:
+        """The Setup of the request being served (pinned when it began), else the latest."""
+        return _pinned.get() or self._setup
+
+    @property
+    def latest(self) -> Setup:
+        """The Setup new requests get."""
+        return self._setup
+
+    @property
+    def config(self) -> Config:
+        return self.setup.config
+
+    @property
+    def catalog(self) -> Catalog:
+        return self.setup.catalog
+
+    @property
+    def upstreams(self) -> dict[str, Upstream]:
+        return self.setup.upstreams
+
+    @property
+    def revision(self) -> str:
+        return self.setup.revision
+
+    def pin(self) -> tuple[Setup, contextvars.Token[Setup | None]]:
+        """The request now beginning runs on the latest Setup to its end, whatever a reload swaps meanwhile."""
+        setup = self._setup
+        setup.users += 1
+        return setup, _pinned.set(setup)
+
+    def unpin(self, pinned: tuple[Setup, contextvars.Token[Setup | None]]) -> None:
+        setup, token = pinned
+        _pinned.reset(token)
+        setup.users -= 1
+        if setup.retired and not setup.users and setup in self._retiring:
+            self._retiring.discard(setup)
+            self._reloads.close_later(setup.only_mine(self._setup))
+
+    def swap(self, new: Setup) -> Setup:
+        """`new` serves every request from now on; the old one closes what only it used once its requests are over."""
+        old, self._setup = self._setup, new
+        old.retired = True
+        if self.tracing is not None:
+            self.tracing.instrument(new.only_mine(old))
+        self.cooldowns.tune(new.config.cooldown.failures, float(new.config.cooldown.window_seconds),
+                            float(new.config.cooldown.seconds))
+        self.deployments.tune(new.config.balancing)
+        if old.users:
+            self._retiring.add(old)
+        else:
+            self._reloads.close_later(old.only_mine(new))
+        return old
+
+    async def reload(self, actor: Authority = OPERATOR) -> ConfigReload:
+        return await self._reloads.reload(actor)
 
     def _stale_after(self) -> timedelta:
         """Longer than any request can live (its upstream's total timeout, then the drain at shutdown): a hold
@@ -114,7 +174,7 @@ class Gateway:
 
     @classmethod
     def from_file(cls, path: str | None = None) -> Gateway:
-        return cls(config_mod.load(path))
+        return cls(config_mod.load(path), path=path)
 
     def bind(self) -> contextvars.Token[Gateway]:
         return _current.set(self)
@@ -126,8 +186,7 @@ class Gateway:
                         "them: free, not reasoning, no context window: %s", _data_versions(),
                         ", ".join(self.catalog.unknown))
         try:
-            for name, settings in self.config.upstreams.items():
-                self.upstreams[name] = build_upstream(name, settings)
+            self._setup.connect()
             if self.config.telemetry.otlp_endpoint is not None:
                 self.tracing = _tracing(self.config, self.upstreams.values())
             await self.store.open()
@@ -142,6 +201,7 @@ class Gateway:
         self._reaper.start()
         self._heart.start()
         self._audit_pruner.start()
+        self._reloads.listen()
 
     async def write(self, final: bool = False) -> None:
         await self.ledger.flush(final)
@@ -167,8 +227,16 @@ class Gateway:
 
     async def stop(self) -> None:
         """Flush what is pending, then close; one step failing does not keep the others from running."""
+        self._reloads.stop_listening()
         await self._close(self._heart.stop, self._reaper.stop, self._audit_pruner.stop, self.recorder.stop,
-                          self._drain, self._retire, self.keys.stop)
+                          self._drain, self._retire, self.keys.stop, self._reloads.drain, self._close_retiring)
+
+    async def _close_retiring(self) -> None:
+        """The clients of replaced Setups whose requests were still in flight when the server stopped."""
+        for setup in list(self._retiring):
+            for up in setup.only_mine(self._setup):
+                await up.aclose()
+        self._retiring.clear()
 
     async def _close(self, *first: Callable[[], Awaitable[object]]) -> None:
         steps = [*first, *(up.aclose for up in self.upstreams.values()), self.limiter.aclose, self.cooldowns.aclose,

@@ -85,11 +85,14 @@ class Live:
 
 
 @contextmanager
-def serve(config: dict[str, Any] | None, tmp_path: Path) -> Iterator[Live]:
-    data = dict(config or {})
-    data.setdefault("store", {"url": f"sqlite:///{tmp_path / 'specway.db'}"})
-    cfg = config_mod.parse(data, "test config")
-    gw = Gateway(cfg)
+def serve(config: dict[str, Any] | None, tmp_path: Path, *, path: Path | None = None) -> Iterator[Live]:
+    """The gateway of `config`, or of the file at `path` (which a reload then reads again)."""
+    if path is not None:
+        gw = Gateway.from_file(str(path))
+    else:
+        data = dict(config or {})
+        data.setdefault("store", {"url": f"sqlite:///{tmp_path / 'specway.db'}"})
+        gw = Gateway(config_mod.parse(data, "test config"))
     app = AuditErrors(create_app(gateway=gw))  # every error answer's code is checked against the spec
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on",
@@ -123,7 +126,7 @@ def spawn(config: Path, port: int, log: Path, *extra: str) -> tuple[subprocess.P
     key: list[str] = []
     reader = threading.Thread(target=lambda: key.append(proc.stdout.readline().strip()), daemon=True)  # type: ignore[union-attr]
     reader.start()
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 90  # several workers importing on a busy 2-core machine
     while True:
         try:
             httpx.get(f"http://127.0.0.1:{port}/openapi.json", timeout=1).raise_for_status()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from tests.fake_upstream import AWS_KEY, FakeUpstream
 RUN = {
     "full-config", "self-hosted", "azure", "bedrock", "google", "routing-config", "routing-request", "routing-record",
     "agents-config", "admin-cli", "usage-cli", "usage", "ops-serve", "ops-postgres", "ops-db-upgrade",
-    "ops-pg-backup", "ops-sqlite-backup", "ops-sqlite-backup-python", "ops-redis", "ops-telemetry", "ops-env",
+    "ops-pg-backup", "ops-reload", "ops-sqlite-backup", "ops-sqlite-backup-python", "ops-redis", "ops-telemetry", "ops-env",
     "deploy-host", "layers", "rotate", "audit-cli", "console-csp",
 }
 CHAT = {"messages": [{"role": "user", "content": "hi"}]}
@@ -198,6 +199,28 @@ def test_serving_with_workers(term: Terminal) -> None:
     term.replace["8081"] = str(port := free_port())
     with term.serving(block("ops-serve"), port=port):
         assert httpx.get(f"http://127.0.0.1:{port}/readyz").json()["status"] == "ok"
+
+
+def test_reloading_the_configuration(term: Terminal, fake: FakeUpstream) -> None:
+    """The guide's two ways, on two workers: the signal reloads both, the API call finds nothing left to change."""
+    tool("pkill")
+    settings = {"upstreams": {"fake": {"kind": "openai", "base_url": fake.url}},
+                "models": [{"id": "acme/fast", "upstream": "fake", "name": "fast"}]}
+    (term.folder / "specway.yaml").write_text(json.dumps(settings))
+    with term.serving(".venv/bin/specway serve --workers 2") as term.key:
+        settings["models"].append({"id": "acme/smart", "upstream": "fake", "name": "smart"})
+        (term.folder / "specway.yaml").write_text(json.dumps(settings))
+        answer = json.loads(term.sh(block("ops-reload")))
+        assert answer["object"] == "config.reload" and answer["other_workers_signalled"] is True
+        def smart() -> int:  # a new connection each time, so both workers are asked
+            return httpx.post(f"{term.url}/v1/chat/completions", headers={"Authorization": f"Bearer {term.key}"},
+                              json={"model": "acme/smart", **CHAT}, timeout=10).status_code
+
+        deadline = time.monotonic() + 15  # the supervisor passes the word on within a second
+        while [smart() for _ in range(8)] != [200] * 8:
+            assert time.monotonic() < deadline, term.log()
+            time.sleep(0.2)
+        assert "configuration revision" in term.log() and "replaces" in term.log()
 
 
 def test_postgresql_upgrade_and_backups(term: Terminal) -> None:

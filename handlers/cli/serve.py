@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import logging.config
 import os
@@ -20,6 +21,7 @@ from handlers import config as config_mod
 from handlers.administration.tenancy import OPERATOR
 from handlers.cli.actions import default_workspace, redact, with_store
 from handlers.cli.admin import Unreachable
+from handlers.config_names import ENV_SUPERVISOR
 from handlers.metering.ratelimit import RedisLimiter
 from handlers.store.base import Store
 
@@ -113,10 +115,39 @@ def cmd_serve(args: argparse.Namespace) -> int:
                               "log_config": _logging(log_level), "access_log": False}
     if workers > 1:
         _share_metrics_between_workers()
-        uvicorn.run("handlers.edge.app:factory", factory=True, workers=workers,
-                    timeout_worker_healthcheck=server.worker_healthcheck_seconds, **common)
+        _supervise(uvicorn.Config("handlers.edge.app:factory", factory=True, workers=workers,
+                                  timeout_worker_healthcheck=server.worker_healthcheck_seconds, **common))
     else:
         from handlers.edge.app import create_app
 
         uvicorn.run(create_app(cfg), **common)
     return 0
+
+
+def _supervise(config: Any) -> None:
+    """uvicorn's worker supervisor, but SIGHUP reloads the configuration in every worker (handlers/reloading.py)
+    instead of restarting them: one worker reloads and audits it, then asks (SIGUSR1) for the others to follow
+    (SIGUSR2), so that a broken file is refused once and every worker keeps serving."""
+    import signal
+
+    from uvicorn.supervisors import Multiprocess
+
+    class Supervisor(Multiprocess):
+        def _tell(self, sig: int, processes: list[Any]) -> None:
+            for process in processes:
+                if process.pid is not None:
+                    with contextlib.suppress(OSError):  # it just stopped: its replacement reads the file anew
+                        os.kill(process.pid, sig)
+
+        def handle_hup(self) -> None:
+            self._tell(signal.SIGHUP, self.processes[:1])
+
+        def handle_usr1(self) -> None:
+            self._tell(signal.SIGUSR2, self.processes)
+
+    os.environ[ENV_SUPERVISOR] = str(os.getpid())
+    sock = config.bind_socket()
+    try:
+        Supervisor(config, sockets=[sock]).run()
+    except KeyboardInterrupt:
+        pass

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import signal
 from collections.abc import Callable
 from typing import Any
 
@@ -116,5 +117,8 @@ def _resolver(metrics_token: bytes | None) -> Callable[[str], Callable[..., Any]
 
 
 def factory() -> ASGIApp:
-    """For uvicorn --factory (several workers): the config comes from $SPECWAY_CONFIG."""
+    """For uvicorn --factory (several workers): the config comes from $SPECWAY_CONFIG. Until the gateway listens for
+    them (handlers/reloading.py), a reload's signals are ignored rather than stopping a worker that is starting."""
+    for sig in (signal.SIGHUP, signal.SIGUSR2):
+        signal.signal(sig, signal.SIG_IGN)
     return create_app()

@@ -1,4 +1,5 @@
-"""The edge of the app: request ids, the body's size and time limits, the gateway bound for the request, the spec
+"""The edge of the app: request ids, the body's size and time limits, the gateway and its configuration bound for the
+request, the spec
 document and the operator console's files (handlers/console). (The limits on connections and headers sit below, in
 handlers/edge/connections.py.)
 
@@ -77,6 +78,7 @@ class Edge:
         token = requestlog.begin(fields)
         counted = route not in _NEVER_REFUSED
         self.serving += counted
+        pinned = self.gateway.pin()  # the configuration it started on, to its last byte, whatever a reload does
         try:
             length = _content_length(scope)
             if counted and self.max_requests is not None and self.serving > self.max_requests:
@@ -94,6 +96,7 @@ class Edge:
             else:
                 await self.app(scope, _reading(receive, self.limit, self.body_timeout), send_with_id)
         finally:
+            self.gateway.unpin(pinned)
             self.serving -= counted
             fields["latency_ms"] = round((time.perf_counter() - started) * 1000, 3)
             metrics.REQUESTS.labels(route, scope["method"], str(fields["status"])).inc()

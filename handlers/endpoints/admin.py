@@ -104,3 +104,7 @@ async def list_audit(principal: Principal, limit: int | None = None, cursor: str
                                           workspace_id=workspace_id, key_id=key_id, action=action,
                                           target_id=target_id, since=since, until=until)
     return model_response(audit.list_out(found, next_cursor))
+
+
+async def reload_config(principal: Principal) -> Response:
+    return model_response(await gateway.current().reload(_actor(principal)))

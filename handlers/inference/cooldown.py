@@ -95,6 +95,10 @@ class Cooldowns:
         self._recent: dict[str, deque[float]] = {}
         self._cooling: dict[str, Cooling] = {}
 
+    def tune(self, failures: int, window: float, seconds: float) -> None:
+        """New breaker settings (a reload); what is cooling now stays cooling."""
+        self.failures, self.window, self.seconds = failures, window, seconds
+
     async def refresh(self, keys: Iterable[str]) -> None:
         """Bring what state() reads up to date (shared state only)."""
 

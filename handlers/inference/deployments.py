@@ -21,15 +21,18 @@ class Latency:
 
 class Deployments:
     def __init__(self, settings: BalancingSettings | None = None, clock: Callable[[], float] = time.monotonic) -> None:
-        s = settings or BalancingSettings()
-        self._alpha = float(s.latency_smoothing)
-        self._expiry = float(s.latency_expiry_seconds)
-        self._affinity_seconds = float(s.affinity_seconds)
-        self._affinity_size = s.affinity_sessions
+        self.tune(settings or BalancingSettings())
         self._clock = clock
         self._flying: dict[str, int] = {}
         self._latency: dict[str, Latency] = {}
         self._sessions: OrderedDict[tuple[bytes, str], tuple[str, float]] = OrderedDict()
+
+    def tune(self, s: BalancingSettings) -> None:
+        """New settings (at start, and at a reload: what was measured and remembered stays)."""
+        self._alpha = float(s.latency_smoothing)
+        self._expiry = float(s.latency_expiry_seconds)
+        self._affinity_seconds = float(s.affinity_seconds)
+        self._affinity_size = s.affinity_sessions
 
     def started(self, deployment: str) -> None:
         self._flying[deployment] = self._flying.get(deployment, 0) + 1

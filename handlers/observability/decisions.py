@@ -142,7 +142,7 @@ class Recorder:
         self._store = store
         self._revision = revision
         self._retention = timedelta(days=retention_days)
-        self._pending: dict[str, tuple[Plan, Trace, str]] = {}  # what each record is made of, by id
+        self._pending: dict[str, tuple[Plan, Trace, str, str | None]] = {}  # what each record is made of, by id
         # The pending records whose cost a lease holds, by lease: the ledger writes them with the lease's charge.
         self._paid: dict[object, dict[str, None]] = {}
         self._uncounted: set[str] = set()  # pending records that are no inference (token counts): not in usage
@@ -151,9 +151,11 @@ class Recorder:
         self._pruner = Periodic(self.prune, _PRUNE_EVERY, "prune old decision records")
         self._outage = Outage("decision records", "they stay pending and are retried", log)
 
-    def add(self, plan: Plan, trace: Trace, *, note: str = "", counted: bool = True) -> None:
-        """A request is over: its record is made and written by the writer."""
-        self._pending[plan.id] = plan, trace, note
+    def add(self, plan: Plan, trace: Trace, *, note: str = "", counted: bool = True,
+            revision: str | None = None) -> None:
+        """A request is over: its record is made and written by the writer. `revision` is the configuration's it
+        was routed by (a reload may have swapped another in since; the recorder's own is the default)."""
+        self._pending[plan.id] = plan, trace, note, revision or self._revision
         if trace.paid_by is not None:
             self._paid.setdefault(trace.paid_by, {})[plan.id] = None
         if not counted:
@@ -166,10 +168,10 @@ class Recorder:
         pending = self._pending.get(decision_id)
         return self._made(pending) if pending is not None else await self._store.get_decision(decision_id)
 
-    def _made(self, made: tuple[Plan, Trace, str]) -> dict[str, Any]:
+    def _made(self, made: tuple[Plan, Trace, str, str | None]) -> dict[str, Any]:
         """A pending request's record, as stored."""
-        plan, trace, note = made
-        return record(plan, trace, note, self._revision).model_dump()
+        plan, trace, note, revision = made
+        return record(plan, trace, note, revision).model_dump()
 
     def start(self) -> None:
         self._pruner.start()

@@ -45,6 +45,8 @@ HOLDS = Counter("specway_holds", "Priced requests' holds, by where they were tak
                 "store directly (the end of a budget, a burst no lease covered)", ["on"])
 OVERLOADED = Counter("specway_overloaded", "Requests refused at once because a limit of this worker was reached: "
                      "connections (server.max_connections) or requests (server.max_requests)", ["limit"])
+RELOADS = Counter("specway_config_reloads", "Configuration reloads, by outcome: applied, unchanged, or the code of "
+                  "their refusal (config_invalid, restart_required)", ["outcome"])
 REFUSALS = Counter("specway_refusals", "Requests refused before any upstream call, by reason", ["reason"])
 UNREAD = Counter("specway_upstream_unread",
                  "What an upstream sent that the gateway did not carry: a type its format's reader does not know "

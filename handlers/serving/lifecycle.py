@@ -244,7 +244,7 @@ class Lifecycle:
         if self._flying is not None:
             self.gw.deployments.ended(self._flying.deployment)
             self._flying = None
-        self.gw.recorder.add(plan, trace, note=self._note, counted=self._inference)
+        self.gw.recorder.add(plan, trace, note=self._note, counted=self._inference, revision=self.gw.revision)
         if self._inference:
             metrics.observe(plan, trace, time.perf_counter() - trace.started)
         u = trace.usage
