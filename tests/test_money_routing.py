@@ -133,8 +133,11 @@ def test_a_key_low_on_budget_is_stepped_down_and_explain_says_why(fake: FakeUpst
         r = post(g, high, key=key)
         named = post(g, {**high, "model": "acme/strong"}, key=key)
         preview = post(g, high, key=key, path="/v1/route/preview/chat/completions").json()
+        thinking = {"messages": USER, "max_tokens": 64000, "thinking": {"type": "enabled", "budget_tokens": 60000}}
+        counted = post(g, thinking, key=key, path="/v1/messages/count_tokens")  # as the message it counts for
         decision = record(g, r)
     assert r.headers["x-specway-model"] == "acme/fast"
+    assert counted.status_code == 200 and counted.headers["x-specway-model"] == "acme/fast", counted.text
     assert decision["stepped_down"] == "stepped down to the 'low' tier: 8% of the monthly budget left"
     assert decision["effort"] == "low"
     assert decision["explanation"].startswith("Stepped down to the 'low' tier: 8% of the monthly budget left. ")

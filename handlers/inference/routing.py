@@ -83,14 +83,19 @@ def normalise_effort(req: Request, policy: PolicySettings) -> str | None:
     return None
 
 
+def policy_of(policies: dict[str, PolicySettings], default_policy: str, key: Key) -> tuple[str, PolicySettings]:
+    """The key's policy (the default one when it names none that exists), with its name."""
+    name = key.policy if key.policy in policies else default_policy
+    return name, policies[name]
+
+
 def decide(catalog: Catalog, policies: dict[str, PolicySettings], default_policy: str, key: Key,
            req: Request, session: Session | None = None, stepped_down: str | None = None) -> Plan:
     """The key's plan for `req`: its first choice and the fallbacks, in order. Weighted choices follow the request's
     `session` (affinity.py), so that a conversation stays where it started and a preview picks what the request
     then picks (without affinity, they follow the request itself); without a session they are random. A request
     that names no model is routed by the policy's step-down tier when `stepped_down` says why (serving/spend.py)."""
-    policy_name = key.policy if key.policy in policies else default_policy
-    policy = policies[policy_name]
+    policy_name, policy = policy_of(policies, default_policy, key)
     effort = normalise_effort(req, policy)
     if stepped_down is None or req.model or policy.step_down is None:
         stepped_down = None

@@ -24,6 +24,7 @@ from handlers.inference.catalog import Model
 from handlers.inference.formats.base import Traits
 from handlers.inference.upstreams.base import Upstream
 from handlers.serving.lifecycle import Lifecycle
+from handlers.serving import spend
 from handlers.serving.relay import traits_for
 
 ESTIMATED = "x-specway-estimated"
@@ -55,8 +56,11 @@ async def count(principal: Principal, req: Request, session: str | None = None,
     """The count of `req`'s prompt, answered as `answer` writes it (Messages' {input_tokens} unless said)."""
     gw = gateway.current()
     req.stream = False  # nothing is generated, so nothing streams
-    plan = routing.decide(gw.catalog, gw.config.policies, gw.config.default_policy, principal.key, req,
-                          affinity.session_of(principal.key.id, req, session))  # that of the messages it counts for
+    key = principal.key
+    _, policy = routing.policy_of(gw.config.policies, gw.config.default_policy, key)
+    # Routed as the messages it counts for would be: the same session, the same step-down.
+    plan = routing.decide(gw.catalog, gw.config.policies, gw.config.default_policy, key, req,
+                          affinity.session_of(key.id, req, session), await spend.stepped_down(policy, key, gw.credits))
     # No context-window check: a prompt too long for a model still has a count, and the caller wants to know it.
     life = await Lifecycle.screened(gw, plan, 0, inference=False, note=_COUNTED_ONLY)
     req.effort = life.plan.effort

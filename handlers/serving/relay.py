@@ -52,7 +52,7 @@ async def planned(gw: gateway.Gateway, key: Key, req: Request, session: str | No
     """The request's screened plan, and its input estimate: what relay() tries, and what a route preview shows.
     `session` and `max_cost` are the caller's x-specway-session and x-specway-max-cost headers."""
     header = spend.asked(max_cost)
-    policy = gw.config.policies[key.policy if key.policy in gw.config.policies else gw.config.default_policy]
+    _, policy = routing.policy_of(gw.config.policies, gw.config.default_policy, key)
     plan = routing.decide(gw.catalog, gw.config.policies, gw.config.default_policy, key, req,
                           affinity.session_of(key.id, req, session), await spend.stepped_down(policy, key, gw.credits))
     estimate = tokens.input_tokens(req)  # once: the context check and the reservation both need it
