@@ -19,9 +19,11 @@ import shutil
 import socket
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -82,22 +84,21 @@ class Gateway:
     trap: Trap
 
 
-@pytest.fixture(scope="module")
-def agents(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """tests/agents installed with `npm ci` (from its lockfile) in a temporary copy: its node_modules/.bin."""
+def npm_installed(folder: Path, work: Path, commands: dict[str, str]) -> Path:
+    """`folder`'s package.json installed with `npm ci` (from its lockfile) in `work`: its node_modules/.bin, after
+    checking that each of `commands` (command: package) runs the version the lockfile pins."""
     tool("node")
     npm = tool("npm")
-    work = tmp_path_factory.mktemp("agents")
     for name in ("package.json", "package-lock.json"):
-        shutil.copy(AGENTS_DIR / name, work / name)
+        shutil.copy(folder / name, work / name)
     # Scripts run: Claude Code's postinstall puts its platform's native binary in place of a stub.
     command = [npm, "ci", "--no-audit", "--no-fund", "--prefer-offline"]
     proc = subprocess.run(command, cwd=work, capture_output=True, text=True, timeout=600, check=False)
     if proc.returncode != 0:
         unavailable(f"npm ci failed in {work}:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
     bin_dir = work / "node_modules" / ".bin"
-    lock = json.loads((AGENTS_DIR / "package-lock.json").read_text())["packages"]
-    for name, package in (("claude", "@anthropic-ai/claude-code"), ("codex", "@openai/codex")):
+    lock = json.loads((folder / "package-lock.json").read_text())["packages"]
+    for name, package in commands.items():
         version = subprocess.run([str(bin_dir / name), "--version"], capture_output=True, text=True, timeout=60,
                                  env=base_env(work / "home"), check=False)
         assert lock[f"node_modules/{package}"]["version"] in version.stdout, (name, version.stdout, version.stderr)
@@ -105,9 +106,35 @@ def agents(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
+def agents(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tests/agents installed: its node_modules/.bin."""
+    return npm_installed(AGENTS_DIR, tmp_path_factory.mktemp("agents"),
+                         {"claude": "@anthropic-ai/claude-code", "codex": "@openai/codex"})
+
+
+@pytest.fixture(scope="module")
 def fake() -> Iterator[FakeUpstream]:
     with FakeUpstream() as f:
         yield f
+
+
+@contextmanager
+def agents_gateway(where: Path, upstreams: dict[str, Any], models: list[dict[str, Any]],
+                   environment: Callable[[pytest.MonkeyPatch], None]) -> Iterator[Gateway]:
+    """`specway serve` of these upstreams and models, logging every request, started with `environment` set."""
+    config = where / "specway.yaml"
+    config.write_text(yaml.safe_dump({"server": {"log_level": "info"}, "store": {"url": f"sqlite:///{where / 'specway.db'}"},
+                                      "upstreams": upstreams, "models": models}))
+    port = free_port()
+    with pytest.MonkeyPatch.context() as mp:
+        environment(mp)
+        proc, key = spawn(config, port, where / "serve.log")
+    trap = Trap()
+    try:
+        yield Gateway(f"http://127.0.0.1:{port}", key, where / "serve.log", trap)
+    finally:
+        stop(proc)
+        trap.close()
 
 
 @pytest.fixture(scope="module")
@@ -120,26 +147,15 @@ def gateway(fake: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> Ite
         "bedrock": {"kind": "bedrock", "region": "us-east-1", "base_url": fake.bedrock_url},
         "gemini": {"kind": "gemini", "base_url": fake.google_url, "api_key_env": "SPECWAY_AGENTS_GEMINI_KEY"},
     }
-    config = where / "specway.yaml"
-    config.write_text(yaml.safe_dump({
-        "server": {"log_level": "info"},
-        "store": {"url": f"sqlite:///{where / 'specway.db'}"},
-        "upstreams": upstreams,
-        "models": [{"id": MODEL[kind], "upstream": kind, "name": BEDROCK_NAME if kind == "bedrock" else f"{kind}-coder",
-                    "context_window": 200000, "reasoning": True, "price": {"input": 0, "output": 0}}
-                   for kind in KINDS],
-    }))
-    port = free_port()
-    with pytest.MonkeyPatch.context() as mp:  # the gateway signs its Bedrock calls with the fake's AWS key
+    models = [{"id": MODEL[kind], "upstream": kind, "name": BEDROCK_NAME if kind == "bedrock" else f"{kind}-coder",
+               "context_window": 200000, "reasoning": True, "price": {"input": 0, "output": 0}} for kind in KINDS]
+
+    def environment(mp: pytest.MonkeyPatch) -> None:  # the gateway signs its Bedrock calls with the fake's AWS key
         aws_environment(mp, where)
         mp.setenv("SPECWAY_AGENTS_GEMINI_KEY", GEMINI_KEY)
-        proc, key = spawn(config, port, where / "serve.log")
-    trap = Trap()
-    try:
-        yield Gateway(f"http://127.0.0.1:{port}", key, where / "serve.log", trap)
-    finally:
-        stop(proc)
-        trap.close()
+
+    with agents_gateway(where, upstreams, models, environment) as gw:
+        yield gw
 
 
 def request_lines(log: Path, start: int) -> list[dict[str, object]]:

@@ -8,18 +8,14 @@ from __future__ import annotations
 
 import json
 import secrets
-import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 
 from tests.agent_provider import QUOTE, AgentProvider, Task
-from tests.conftest import free_port, spawn, stop, tool, unavailable
 from tests.fake_upstream import GEMINI_KEY, FakeUpstream
-from tests.test_coding_agents import Gateway, Trap, base_env, request_lines, run
+from tests.test_coding_agents import Gateway, agents_gateway, base_env, npm_installed, request_lines, run
 
 CLI_DIR = Path(__file__).parent / "gemini_cli"
 KINDS = ("anthropic", "gemini")  # Claude through the Messages API; a Gemini model through the Gemini API itself
@@ -34,22 +30,8 @@ SETTINGS = {"privacy": {"usageStatisticsEnabled": False}, "telemetry": {"enabled
 
 @pytest.fixture(scope="module")
 def cli(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """tests/gemini_cli installed with `npm ci` (from its lockfile) in a temporary copy: the `gemini` command."""
-    tool("node")
-    npm = tool("npm")
-    work = tmp_path_factory.mktemp("gemini_cli")
-    for name in ("package.json", "package-lock.json"):
-        shutil.copy(CLI_DIR / name, work / name)
-    proc = subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--prefer-offline"], cwd=work, capture_output=True,
-                          text=True, timeout=600, check=False)
-    if proc.returncode != 0:
-        unavailable(f"npm ci failed in {work}:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
-    gemini = work / "node_modules" / ".bin" / "gemini"
-    version = subprocess.run([str(gemini), "--version"], capture_output=True, text=True, timeout=60,
-                             env=base_env(work / "home"), check=False)
-    pinned = json.loads((CLI_DIR / "package-lock.json").read_text())["packages"]["node_modules/@google/gemini-cli"]
-    assert pinned["version"] in version.stdout, (version.stdout, version.stderr)
-    return gemini
+    """tests/gemini_cli installed: the `gemini` command."""
+    return npm_installed(CLI_DIR, tmp_path_factory.mktemp("gemini_cli"), {"gemini": "@google/gemini-cli"}) / "gemini"
 
 
 @pytest.fixture(scope="module")
@@ -60,26 +42,13 @@ def fake() -> Iterator[FakeUpstream]:
 
 @pytest.fixture(scope="module")
 def gateway(fake: FakeUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
-    where = tmp_path_factory.mktemp("gateway")
-    config = where / "specway.yaml"
-    config.write_text(yaml.safe_dump({
-        "server": {"log_level": "info"},
-        "store": {"url": f"sqlite:///{where / 'specway.db'}"},
-        "upstreams": {"anthropic": {"kind": "anthropic", "base_url": fake.anthropic_url},
-                      "gemini": {"kind": "gemini", "base_url": fake.google_url, "api_key_env": "SPECWAY_CLI_GEMINI"}},
-        "models": [{"id": MODEL[kind], "upstream": kind, "name": f"{kind}-coder", "context_window": 200000,
-                    "price": {"input": 0, "output": 0}} for kind in KINDS],
-    }))
-    port = free_port()
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("SPECWAY_CLI_GEMINI", GEMINI_KEY)
-        proc, key = spawn(config, port, where / "serve.log")
-    trap = Trap()
-    try:
-        yield Gateway(f"http://127.0.0.1:{port}", key, where / "serve.log", trap)
-    finally:
-        stop(proc)
-        trap.close()
+    upstreams = {"anthropic": {"kind": "anthropic", "base_url": fake.anthropic_url},
+                 "gemini": {"kind": "gemini", "base_url": fake.google_url, "api_key_env": "SPECWAY_CLI_GEMINI"}}
+    models = [{"id": MODEL[kind], "upstream": kind, "name": f"{kind}-coder", "context_window": 200000,
+               "price": {"input": 0, "output": 0}} for kind in KINDS]
+    with agents_gateway(tmp_path_factory.mktemp("gateway"), upstreams, models,
+                        lambda mp: mp.setenv("SPECWAY_CLI_GEMINI", GEMINI_KEY)) as gw:
+        yield gw
 
 
 @pytest.mark.parametrize("kind", KINDS)
