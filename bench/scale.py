@@ -11,9 +11,10 @@ with `server.max_requests`, `server.max_connections` and the upstream pool sized
 1. opens --streams streaming Chat Completions requests to the priced model, one connection each, at most
    --connecting handshakes at a time; each must end with its usage chunk and `data: [DONE]`;
 2. once every one of them has begun, opens --overflow more (default: enough that the workers' connection limits
-   are passed by a tenth of --streams): each must be either refused, 503 `overloaded` with Retry-After, or admitted
-   and streamed like the others. Refusals are timed (request written to answer read) and must all have arrived
-   before the first admitted stream ended;
+   are passed by a tenth of --streams), and once those have begun or been answered, a second wave of a twentieth
+   of --streams (at least 20), sent to full workers: each request must be either refused, 503 `overloaded` with
+   Retry-After, or admitted and streamed like the others. Refusals are timed (request written to answer read) and
+   must all have arrived before the first admitted stream ended;
 3. waits for the bookkeeping, then checks that the key's spend, the sum of the decision records' costs and the usage
    report's cost each equal the answered streams times one stream's price, and that there is one decision record per
    answered stream.
@@ -30,7 +31,6 @@ import asyncio
 import contextlib
 import json
 import math
-import os
 import resource
 import shutil
 import signal
@@ -59,7 +59,7 @@ class Plan:
     workers: int
     max_requests: int  # per worker
     max_connections: int  # per worker
-    overflow: int
+    waves: tuple[int, ...]  # requests sent past the limits, one wave after the other
     chunks: int
     delay: float
 
@@ -75,7 +75,8 @@ def plan_for(args: argparse.Namespace) -> Plan:
     overflow = args.overflow
     if overflow is None:  # past every worker's connection limit by a tenth of the streams
         overflow = args.workers * max_connections - args.streams + math.ceil(args.streams * 0.1)
-    return Plan(args.streams, args.workers, max_requests, max_connections, overflow, args.chunks, args.chunk_delay)
+    waves = (overflow, max(20, math.ceil(args.streams * 0.05))) if overflow else ()
+    return Plan(args.streams, args.workers, max_requests, max_connections, waves, args.chunks, args.chunk_delay)
 
 
 def unit_cost() -> Decimal:
@@ -175,6 +176,8 @@ async def _all_begun(answers: list[Answer], tasks: list[asyncio.Task[Answer]]) -
 
 
 async def drive(gateway: targets.Target, plan: Plan, timeout: float, connecting: int) -> dict[str, Any]:
+    """The streams; once all have begun, the first wave past the limits; once that has begun or been answered, the
+    second, sent to workers already full (its refusals wait behind no admitted request)."""
     parts = urlsplit(gateway.base)
     host, port = parts.hostname or "127.0.0.1", parts.port or 80
     from bench.load import request_body
@@ -182,15 +185,17 @@ async def drive(gateway: targets.Target, plan: Plan, timeout: float, connecting:
     body = request_body(targets.PRICED_MODEL, "stream")
     request = http_request(host, port, targets.CHAT_PATH, body, gateway.headers)
     gate = asyncio.Semaphore(connecting)
-    streams = [Answer() for _ in range(plan.streams)]
     t0 = time.perf_counter()
-    tasks = [asyncio.create_task(one(host, port, request, gate, timeout, a)) for a in streams]
-    await _all_begun(streams, tasks)
-    t_begun = time.perf_counter()
-    overflow = [Answer() for _ in range(plan.overflow)]
-    more = [asyncio.create_task(one(host, port, request, gate, timeout, a)) for a in overflow]
-    await asyncio.gather(*tasks, *more)
-    return {"t0": t0, "t_begun": t_begun, "t_end": time.perf_counter(), "streams": streams, "overflow": overflow}
+    begun, waves, tasks = [], [], []
+    for size in (plan.streams, *plan.waves):
+        answers = [Answer() for _ in range(size)]
+        sent = [asyncio.create_task(one(host, port, request, gate, timeout, a)) for a in answers]
+        await _all_begun(answers, sent)
+        begun.append(time.perf_counter())
+        waves.append(answers)
+        tasks += sent
+    await asyncio.gather(*tasks)
+    return {"t0": t0, "t_begun": begun[0], "t_end": time.perf_counter(), "streams": waves[0], "waves": waves[1:]}
 
 
 # --- the money -----------------------------------------------------------------------------------------------
@@ -248,7 +253,10 @@ def _ms(values: list[float]) -> dict[str, float]:
     if not values:
         return {}
     v = sorted(values)
-    pick = lambda q: v[min(len(v) - 1, max(0, math.ceil(q * len(v)) - 1))]  # noqa: E731
+
+    def pick(q: float) -> float:
+        return v[min(len(v) - 1, max(0, math.ceil(q * len(v)) - 1))]
+
     return {"p50": round(pick(0.5) * 1000, 1), "p90": round(pick(0.9) * 1000, 1), "p99": round(pick(0.99) * 1000, 1),
             "max": round(v[-1] * 1000, 1), "mean": round(statistics.fmean(v) * 1000, 1)}
 
@@ -261,56 +269,63 @@ def _count(problems: list[str | None]) -> dict[str, int]:
     return out
 
 
+def _wave(answers: list[Answer], text: str, first_stream_end: float) -> dict[str, Any]:
+    """A wave past the limits: its refusals (checked, timed from request written to answer read, and whether each
+    came before the first admitted stream ended) and its admitted streams (checked like the others)."""
+    refused = [a for a in answers if a.status == 503]
+    admitted_problems = [stream_problem(a, text) for a in answers if a.status != 503]
+    return {"sent": len(answers), "refused": len(refused), "admitted": len(admitted_problems),
+            "admitted_complete": admitted_problems.count(None),
+            "problems": _count(admitted_problems + [refusal_problem(a) for a in refused]),
+            "refused_by": _count([refusal_limit(a) for a in refused]),
+            "refusal_ms": _ms([a.ended - a.sent for a in refused]),
+            "refusals_after_a_stream_ended": sum(a.ended >= first_stream_end for a in refused)}
+
+
 def summarise(plan: Plan, run: dict[str, Any], rss: RssSampler, idle_mb: float, started_s: float) -> dict[str, Any]:
     streams: list[Answer] = run["streams"]
-    overflow: list[Answer] = run["overflow"]
     text = stream_text(plan.chunks)
     stream_problems = [stream_problem(a, text) for a in streams]
     ok = [a for a, p in zip(streams, stream_problems, strict=True) if p is None]
-    refused = [a for a in overflow if a.status == 503]
-    admitted = [a for a in overflow if a.status != 503]
-    admitted_problems = [stream_problem(a, text) for a in admitted]
-    refusal_problems = [refusal_problem(a) for a in refused]
     first_stream_end = min((a.ended for a in ok), default=math.inf)
-    open_at_once = bool(ok) and max(a.first for a in ok) < first_stream_end
-    late = sum(a.ended >= first_stream_end for a in refused)
+    waves = [_wave(w, text, first_stream_end) for w in run["waves"]]
     peak_streams = rss.peak(run["t0"], run["t_begun"])
     return {
         "plan": plan.__dict__ | {"stream_seconds": plan.stream_seconds},
         "gateway_start_s": round(started_s, 1),
         "streams": {"sent": len(streams), "complete": len(ok), "problems": _count(stream_problems),
-                    "all_open_at_once": open_at_once,
+                    "all_open_at_once": bool(ok) and max(a.first for a in ok) < first_stream_end,
                     "all_begun_s": round(run["t_begun"] - run["t0"], 1),
                     "first_event_ms": _ms([a.first - a.sent for a in streams if a.first and a.sent]),
                     "duration_ms": _ms([a.ended - a.sent for a in ok])},
-        "overflow": {"sent": len(overflow), "refused": len(refused), "admitted": len(admitted),
-                     "admitted_complete": admitted_problems.count(None),
-                     "problems": _count(admitted_problems + refusal_problems),
-                     "refused_by": _count([refusal_limit(a) for a in refused]),
-                     "refusal_ms": _ms([a.ended - a.sent for a in refused]),
-                     "refusals_after_a_stream_ended": late,
-                     "minimum_refusals": max(0, plan.streams + plan.overflow - plan.workers * plan.max_requests)},
+        "waves": waves,
+        "minimum_refusals": max(0, plan.streams + sum(plan.waves) - plan.workers * plan.max_requests),
         "rss_mb": {"idle": round(idle_mb, 1), "peak_streams": round(peak_streams, 1),
                    "peak_overall": round(rss.peak(), 1),
                    "per_stream_kb": round((peak_streams - idle_mb) * 1024 / max(1, plan.streams), 1),
                    "processes": max((n for _, _, n in rss.samples), default=0)},
-        "answered": len(ok) + admitted_problems.count(None),
+        "answered": len(ok) + sum(w["admitted_complete"] for w in waves),
         "wall_s": round(run["t_end"] - run["t0"], 1),
     }
 
 
 def verdict(result: dict[str, Any], rss_limit_mb: float) -> list[str]:
     """The checks that failed, in words (empty: all hold)."""
-    s, o, m = result["streams"], result["overflow"], result["money"]
+    s, m, waves = result["streams"], result["money"], result["waves"]
     failed = []
     if s["complete"] != s["sent"]:
         failed.append(f"{s['sent'] - s['complete']} of {s['sent']} streams did not complete: {s['problems']}")
-    if o["problems"]:
-        failed.append(f"past the limits, answers that were neither a proper refusal nor a whole stream: {o['problems']}")
-    if o["refused"] < o["minimum_refusals"]:
-        failed.append(f"{o['refused']} refusals, fewer than the {o['minimum_refusals']} the limits must make")
-    if o["refusals_after_a_stream_ended"]:
-        failed.append(f"{o['refusals_after_a_stream_ended']} refusals arrived after an admitted stream had ended")
+    if not s["all_open_at_once"]:
+        failed.append("a stream ended before the last one began: make them longer (--chunks, --chunk-delay)")
+    for i, w in enumerate(waves, 1):
+        if w["problems"]:
+            failed.append(f"wave {i} past the limits: answers neither a proper refusal nor a whole stream: "
+                          f"{w['problems']}")
+        if w["refusals_after_a_stream_ended"]:
+            failed.append(f"wave {i}: {w['refusals_after_a_stream_ended']} refusals came after a stream had ended")
+    refused = sum(w["refused"] for w in waves)
+    if refused < result["minimum_refusals"]:
+        failed.append(f"{refused} refusals, fewer than the {result['minimum_refusals']} the limits must make")
     if not m["exact"]:
         failed.append(f"the money is not exact: {m}")
     if result["rss_mb"]["peak_streams"] > rss_limit_mb:
@@ -319,32 +334,36 @@ def verdict(result: dict[str, Any], rss_limit_mb: float) -> list[str]:
 
 
 def report(result: dict[str, Any]) -> str:
-    s, o, m, r = result["streams"], result["overflow"], result["money"], result["rss_mb"]
-    p = result["plan"]
-    return "\n".join([
-        f"scale: {p['streams']} streams of {p['chunks']} events {p['delay']:g} s apart, {p['workers']} workers "
-        f"(max_requests {p['max_requests']}, max_connections {p['max_connections']} each), PostgreSQL, priced",
-        f"  streams complete    {s['complete']} / {s['sent']}  (all open at once: {s['all_open_at_once']}; all "
-        f"begun after {s['all_begun_s']} s; first event p50 {s['first_event_ms'].get('p50')} ms, p99 "
-        f"{s['first_event_ms'].get('p99')} ms){'  problems: ' + str(s['problems']) if s['problems'] else ''}",
-        f"  RSS (gateway, {r['processes']} processes)  idle {r['idle']} MB, peak with the streams {r['peak_streams']} MB "
-        f"({r['per_stream_kb']} KB a stream), peak overall {r['peak_overall']} MB",
-        f"  money               {'exact' if m['exact'] else 'NOT EXACT'}: key spend {m['key_spend']}, decisions "
-        f"{m['decisions']} costing {m['decisions_cost']}, usage {m['usage_requests']} costing {m['usage_cost']}; "
-        f"expected {result['answered']} x {unit_cost()} = {m['expected_cost']}",
-        f"  past the limits     {o['sent']} sent: {o['refused']} refused {o['refused_by']} (at least "
-        f"{o['minimum_refusals']} due), {o['admitted']} admitted, {o['admitted_complete']} of them complete; "
-        f"{o['refusals_after_a_stream_ended']} refusals after a stream's end",
-        f"  refusal latency ms  {o['refusal_ms']}",
-        f"  wall {result['wall_s']} s (gateway start {result['gateway_start_s']} s)",
-    ])
+    s, m, r, p = result["streams"], result["money"], result["rss_mb"], result["plan"]
+    first = s["first_event_ms"]
+    lines = [
+        (f"scale: {p['streams']} streams of {p['chunks']} events {p['delay']:g} s apart, {p['workers']} workers "
+         f"(max_requests {p['max_requests']}, max_connections {p['max_connections']} each), PostgreSQL, priced"),
+        (f"  streams complete    {s['complete']} / {s['sent']}  (all open at once: {s['all_open_at_once']}; all "
+         f"begun after {s['all_begun_s']} s; first event p50 {first.get('p50')} ms, p99 {first.get('p99')} ms)"
+         + (f"  problems: {s['problems']}" if s["problems"] else "")),
+        (f"  RSS (gateway, {r['processes']} processes)  idle {r['idle']} MB, peak with the streams "
+         f"{r['peak_streams']} MB ({r['per_stream_kb']} KB a stream), peak overall {r['peak_overall']} MB"),
+        (f"  money               {'exact' if m['exact'] else 'NOT EXACT'}: key spend {m['key_spend']}, decisions "
+         f"{m['decisions']} costing {m['decisions_cost']}, usage {m['usage_requests']} costing {m['usage_cost']}; "
+         f"expected {result['answered']} x {unit_cost()} = {m['expected_cost']}"),
+    ]
+    for i, w in enumerate(result["waves"], 1):
+        lines.append(f"  past the limits, wave {i}: {w['sent']} sent, {w['refused']} refused {w['refused_by']}, "
+                     f"{w['admitted']} admitted ({w['admitted_complete']} complete); "
+                     f"{w['refusals_after_a_stream_ended']} refusals after a stream's end")
+        lines.append(f"    refusal latency ms {w['refusal_ms']}")
+    lines.append(f"  at least {result['minimum_refusals']} refusals due; wall {result['wall_s']} s "
+                 f"(gateway start {result['gateway_start_s']} s)")
+    return "\n".join(lines)
 
 
 def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     plan = plan_for(args)
     limit = raise_open_files()
-    if limit < plan.streams + plan.overflow + 100:
-        raise StartError(f"the open-files limit ({limit}) cannot hold {plan.streams + plan.overflow} sockets")
+    sockets = plan.streams + sum(plan.waves)
+    if limit < sockets + 100:
+        raise StartError(f"the open-files limit ({limit}) cannot hold {sockets} sockets")
     slow = ("--stream-chunks", str(plan.chunks), "--chunk-delay", f"{plan.delay:g}")
     upstream = targets.start_upstream(workdir, None, slow)
     store_url = targets.create_database(args.pg_url)
