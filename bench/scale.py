@@ -31,6 +31,7 @@ import asyncio
 import contextlib
 import json
 import math
+import os
 import resource
 import shutil
 import signal
@@ -355,11 +356,15 @@ def report(result: dict[str, Any]) -> str:
         lines.append(f"    refusal latency ms {w['refusal_ms']}")
     lines.append(f"  at least {result['minimum_refusals']} refusals due; wall {result['wall_s']} s "
                  f"(gateway start {result['gateway_start_s']} s)")
+    if "loadavg" in result:
+        load = result["loadavg"]
+        lines.append(f"  load average {load['before']:.1f} before, {load['after']:.1f} after ({load['cpus']} cpus)")
     return "\n".join(lines)
 
 
 def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     plan = plan_for(args)
+    load_before = os.getloadavg()[0]
     limit = raise_open_files()
     sockets = plan.streams + sum(plan.waves)
     if limit < sockets + 100:
@@ -367,9 +372,13 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     slow = ("--stream-chunks", str(plan.chunks), "--chunk-delay", f"{plan.delay:g}")
     upstream = targets.start_upstream(workdir, None, slow)
     store_url = targets.create_database(args.pg_url)
+    timeout = plan.stream_seconds + args.timeout
+    # Every admitted stream holds an upstream connection for its whole life, which may be longer than the default
+    # 300 s: the pool and the whole-call timeout are sized to the run.
     settings = {"server": {"workers": plan.workers, "max_requests": plan.max_requests,
                            "max_connections": plan.max_connections},
-                "upstreams": {"fake": {"pool": {"max_connections": plan.max_requests}}}}
+                "upstreams": {"fake": {"pool": {"max_connections": plan.max_requests},
+                                       "timeouts": {"total": math.ceil(timeout)}}}}
     t = time.perf_counter()
     gateway = targets.start_specway(workdir, upstream, args.log_level, "specway-scale", store_url=store_url,
                                     settings=settings)
@@ -378,7 +387,6 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     time.sleep(1.0)
     idle_mb, _ = rss.read()
     rss.start()
-    timeout = plan.stream_seconds + args.timeout
     try:
         driven = asyncio.run(drive(gateway, plan, timeout, args.connecting))
     finally:
@@ -386,6 +394,7 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     result = summarise(plan, driven, rss, idle_mb, started_s)
     result["money"] = money(gateway, result["answered"], args.settle_seconds)
     result["failed"] = verdict(result, args.rss_limit_mb)
+    result["loadavg"] = {"before": load_before, "after": os.getloadavg()[0], "cpus": os.cpu_count()}
     return result
 
 
@@ -400,7 +409,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "workers do not take exactly half the connections each)")
     p.add_argument("--overflow", type=int, default=None, help="requests sent past the limits (default: see above)")
     p.add_argument("--connecting", type=int, default=256, help="TCP handshakes in flight at once (default 256)")
-    p.add_argument("--timeout", type=float, default=120.0, help="seconds a stream may take beyond its length")
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds a stream may take beyond its length")
     p.add_argument("--settle-seconds", type=float, default=60.0, help="how long to wait for the bookkeeping")
     p.add_argument("--rss-limit-mb", type=float, default=1024.0)
     p.add_argument("--pg-url", default=targets.PG_ADMIN_URL, help="where to create the run's database")
