@@ -9,7 +9,8 @@ with `server.max_requests`, `server.max_connections` and the upstream pool sized
 --headroom times its share of the streams), credits its workspace, then:
 
 1. opens --streams streaming Chat Completions requests to the priced model, one connection each, at most
-   --connecting handshakes at a time; each must end with its usage chunk and `data: [DONE]`;
+   --arriving of them at a time waiting for their answer's first byte; each must end with its usage chunk and
+   `data: [DONE]`;
 2. once every one of them has begun, opens --overflow more (default: enough that the workers' connection limits
    are passed by a tenth of --streams), and once those have begun or been answered, a second wave of a twentieth
    of --streams (at least 20), sent to full workers: each request must be either refused, 503 `overloaded` with
@@ -176,7 +177,7 @@ async def _all_begun(answers: list[Answer], tasks: list[asyncio.Task[Answer]]) -
         await asyncio.sleep(0.05)
 
 
-async def drive(gateway: targets.Target, plan: Plan, timeout: float, connecting: int) -> dict[str, Any]:
+async def drive(gateway: targets.Target, plan: Plan, timeout: float, arriving: int) -> dict[str, Any]:
     """The streams; once all have begun, the first wave past the limits; once that has begun or been answered, the
     second, sent to workers already full (its refusals wait behind no admitted request)."""
     parts = urlsplit(gateway.base)
@@ -185,7 +186,7 @@ async def drive(gateway: targets.Target, plan: Plan, timeout: float, connecting:
 
     body = request_body(targets.PRICED_MODEL, "stream")
     request = http_request(host, port, targets.CHAT_PATH, body, gateway.headers)
-    gate = asyncio.Semaphore(connecting)
+    gate = asyncio.Semaphore(arriving)
     t0 = time.perf_counter()
     begun, waves, tasks = [], [], []
     for size in (plan.streams, *plan.waves):
@@ -388,7 +389,7 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     idle_mb, _ = rss.read()
     rss.start()
     try:
-        driven = asyncio.run(drive(gateway, plan, timeout, args.connecting))
+        driven = asyncio.run(drive(gateway, plan, timeout, args.arriving))
     finally:
         rss.stopped.set()
     result = summarise(plan, driven, rss, idle_mb, started_s)
@@ -408,7 +409,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="server.max_requests per worker as a multiple of its share of the streams (default 1.2: the "
                         "workers do not take exactly half the connections each)")
     p.add_argument("--overflow", type=int, default=None, help="requests sent past the limits (default: see above)")
-    p.add_argument("--connecting", type=int, default=256, help="TCP handshakes in flight at once (default 256)")
+    p.add_argument("--arriving", type=int, default=256,
+                   help="requests at once between connecting and their answer's first byte (default 256)")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds a stream may take beyond its length")
     p.add_argument("--settle-seconds", type=float, default=60.0, help="how long to wait for the bookkeeping")
     p.add_argument("--rss-limit-mb", type=float, default=1024.0)

@@ -55,13 +55,14 @@ def dechunk(body: bytes) -> bytes:
 
 
 class _Reader(asyncio.Protocol):
-    def __init__(self, answer: Answer, done: asyncio.Future[None]) -> None:
+    def __init__(self, answer: Answer, begun: asyncio.Future[None], done: asyncio.Future[None]) -> None:
         self.answer = answer
-        self.done = done
+        self.begun, self.done = begun, done
 
     def data_received(self, data: bytes) -> None:
         if not self.answer.raw:
             self.answer.first = time.perf_counter()
+            _settle(self.begun)
         self.answer.raw += data
 
     def eof_received(self) -> bool:
@@ -71,8 +72,13 @@ class _Reader(asyncio.Protocol):
         self.answer.ended = time.perf_counter()
         if exc is not None and self.answer.error is None:
             self.answer.error = "reset"
-        if not self.done.done():
-            self.done.set_result(None)
+        _settle(self.begun)
+        _settle(self.done)
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 def http_request(host: str, port: int, path: str, body: bytes, headers: dict[str, str]) -> bytes:
@@ -81,25 +87,32 @@ def http_request(host: str, port: int, path: str, body: bytes, headers: dict[str
     return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
 
 
-async def one(host: str, port: int, request: bytes, connecting: asyncio.Semaphore, timeout: float,
+async def one(host: str, port: int, request: bytes, arriving: asyncio.Semaphore, timeout: float,
               answer: Answer) -> Answer:
     """Send `request` on a new connection and read until the gateway closes it (or `timeout` from the start).
-    `connecting` bounds the handshakes in flight, so that a burst does not overflow the listen backlog."""
+    `arriving` bounds the requests between connecting and the answer's first byte: clients that come faster than
+    the gateway takes them would overflow its listen backlog, and the kernel resets what it drops."""
     loop = asyncio.get_running_loop()
+    begun: asyncio.Future[None] = loop.create_future()
     done: asyncio.Future[None] = loop.create_future()
     answer.started = time.perf_counter()
     try:
-        async with connecting:
-            transport, _ = await asyncio.wait_for(
-                loop.create_connection(lambda: _Reader(answer, done), host, port), timeout)
-    except (OSError, TimeoutError):
-        answer.error, answer.ended = "connect", time.perf_counter()
-        return answer
-    answer.sent = time.perf_counter()
-    transport.write(request)
-    try:
-        await asyncio.wait_for(asyncio.shield(done), max(0.1, timeout - (answer.sent - answer.started)))
+        async with arriving:
+            try:
+                transport, _ = await asyncio.wait_for(
+                    loop.create_connection(lambda: _Reader(answer, begun, done), host, port), timeout)
+            except (OSError, TimeoutError):
+                answer.error, answer.ended = "connect", time.perf_counter()
+                return answer
+            answer.sent = time.perf_counter()
+            transport.write(request)
+            await asyncio.wait_for(asyncio.shield(begun), _left(answer, timeout))
+        await asyncio.wait_for(asyncio.shield(done), _left(answer, timeout))
     except TimeoutError:
         answer.error, answer.ended = "timeout", time.perf_counter()
         transport.abort()
     return answer
+
+
+def _left(answer: Answer, timeout: float) -> float:
+    return max(0.1, timeout - (time.perf_counter() - answer.started))
