@@ -53,11 +53,12 @@ class Target:
         return self.base + CHAT_PATH
 
 
-def start_upstream(workdir: Path, port: int | None) -> Target:
-    """The fake upstream on `port`, or on 18000 (the peer config's port) when free, else on any free port."""
+def start_upstream(workdir: Path, port: int | None, options: tuple[str, ...] = ()) -> Target:
+    """The fake upstream on `port`, or on 18000 (the peer config's port) when free, else on any free port;
+    `options` are more of its command-line options (a slow-stream mode)."""
     if port is None:
         port = PEER_UPSTREAM_PORT if port_is_free(PEER_UPSTREAM_PORT) else free_port()
-    cmd = [sys.executable, "-m", "bench.upstream", "--port", str(port)]
+    cmd = [sys.executable, "-m", "bench.upstream", "--port", str(port), *options]
     proc = Proc("upstream", cmd, workdir, cwd=REPO, env=loopback_env())
     base = f"http://127.0.0.1:{port}"
     wait_until(proc, lambda: http_ok(base + "/health"), 20, "answering /health")
@@ -91,17 +92,28 @@ def specway_config(port: int, upstream_base: str, store_url: str, log_level: str
     }
 
 
+def _merged(base: dict[str, object], more: dict[str, object]) -> dict[str, object]:
+    out = dict(base)
+    for key, value in more.items():
+        inner = out.get(key)
+        out[key] = _merged(inner, value) if isinstance(inner, dict) and isinstance(value, dict) else value
+    return out
+
+
 def start_specway(workdir: Path, upstream: Target, log_level: str, name: str = "specway",
-                  tree: Path = REPO, store_url: str | None = None) -> Target:
+                  tree: Path = REPO, store_url: str | None = None,
+                  settings: dict[str, object] | None = None) -> Target:
     """`specway serve`, one worker, on `store_url` (default: a fresh SQLite store in its work dir), with a free and a
     priced model on the fake upstream; the first workspace is credited generously. `tree` is the source tree it runs
-    from (this one, or an older revision's for --baseline)."""
+    from (this one, or an older revision's for --baseline); `settings` are merged into its config (more workers,
+    limits)."""
     workdir = workdir / name
     workdir.mkdir(exist_ok=True)
     port = free_port()
     store_url = store_url or f"sqlite:///{workdir / 'specway.db'}"  # absolute path: sqlite:////tmp/...
     cfg_path = workdir / "specway.yaml"
-    cfg_path.write_text(json.dumps(specway_config(port, upstream.base, store_url, log_level), indent=2) + "\n")
+    config = _merged(specway_config(port, upstream.base, store_url, log_level), settings or {})
+    cfg_path.write_text(json.dumps(config, indent=2) + "\n")
     # Run from `tree` with this venv's interpreter: `-m` puts the tree first on sys.path.
     command = specway_command() if tree == REPO else [sys.executable, "-m", "handlers.cli"]
     cmd = [*command, "--config", str(cfg_path), "serve", "--port", str(port), "--host", "127.0.0.1"]

@@ -1,10 +1,13 @@
 """A fast fake OpenAI-compatible upstream for load tests: raw asyncio HTTP/1.1 with keep-alive, no framework.
 
     python -m bench.upstream --port 18000
+    python -m bench.upstream --port 18000 --stream-chunks 20 --chunk-delay 1.5   # slow streams
 
 POST .../chat/completions answers a fixed ~1 KB chat.completion, or, when the body has "stream": true, an SSE stream
 (chunked transfer encoding) of 10 chat.completion.chunk events, a usage chunk with no choices, and `data: [DONE]`.
 Every answer is built once at import, so a request costs one header parse, one JSON parse and one write.
+With --chunk-delay, a stream is instead --stream-chunks content events, one every --chunk-delay seconds (timers on
+the loop, no task per stream), then the usage chunk and `data: [DONE]`: a slow model, for holding many streams open.
 GET /health answers 200 (readiness); GET .../models lists the one model. Not product code.
 """
 
@@ -15,6 +18,8 @@ import asyncio
 import json
 import signal
 import sys
+from asyncio import TimerHandle
+from dataclasses import dataclass
 from typing import Any
 
 try:
@@ -28,7 +33,7 @@ MODEL = "bench-model"
 CREATED = 1_764_000_000
 _MAX_HEAD = 64 * 1024
 _MAX_BODY = 16 * 1024 * 1024
-_WORDS = ("Specway", " relays", " this", " answer", " from", " a", " fake", " upstream", " built", " for speed.")
+WORDS = ("Specway", " relays", " this", " answer", " from", " a", " fake", " upstream", " built", " for speed.")
 USAGE = {"prompt_tokens": 250, "completion_tokens": 180, "total_tokens": 430}
 
 
@@ -37,7 +42,7 @@ def _json(obj: Any) -> bytes:
 
 
 def completion_body() -> bytes:
-    text = "".join(_WORDS) + " " + "The quick brown fox jumps over the lazy dog. " * 14
+    text = "".join(WORDS) + " " + "The quick brown fox jumps over the lazy dog. " * 14
     return _json({
         "id": "chatcmpl-bench0000000000000000000000",
         "object": "chat.completion",
@@ -63,12 +68,13 @@ def _chunk(delta: dict[str, Any], finish: str | None, usage: dict[str, int] | No
     return body
 
 
-def stream_events() -> list[bytes]:
-    """The SSE events of one streamed answer: 10 content chunks (role first, finish last), usage, [DONE]."""
+def stream_events(chunks: int = len(WORDS)) -> list[bytes]:
+    """The SSE events of one streamed answer: `chunks` content chunks (role first, finish last), usage, [DONE]."""
     events = []
-    for i, word in enumerate(_WORDS):
+    for i in range(chunks):
+        word = WORDS[i % len(WORDS)]
         delta = {"role": "assistant", "content": word} if i == 0 else {"content": word}
-        events.append(_chunk(delta, "stop" if i == len(_WORDS) - 1 else None))
+        events.append(_chunk(delta, "stop" if i == chunks - 1 else None))
     events.append(_chunk({}, None, usage=USAGE))
     return [b"data: " + _json(e) + b"\n\n" for e in events] + [b"data: [DONE]\n\n"]
 
@@ -79,12 +85,20 @@ def _response(status: str, ctype: str, body: bytes, close: bool) -> bytes:
             + b"\r\nContent-Length: " + str(len(body)).encode() + b"\r\nConnection: " + conn + b"\r\n\r\n" + body)
 
 
-def _stream_response(close: bool) -> bytes:
+def _stream_parts(close: bool, chunks: int = len(WORDS)) -> list[bytes]:
+    """A streamed answer as its writes: the head with the first event, then one chunked frame per event, the
+    last frame ending the body."""
     conn = b"close" if close else b"keep-alive"
     head = (b"HTTP/1.1 200 OK\r\nServer: bench-upstream\r\nContent-Type: text/event-stream\r\n"
             b"Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\nConnection: " + conn + b"\r\n\r\n")
-    frames = [b"%x\r\n%s\r\n" % (len(e), e) for e in stream_events()]
-    return head + b"".join(frames) + b"0\r\n\r\n"
+    frames = [b"%x\r\n%s\r\n" % (len(e), e) for e in stream_events(chunks)]
+    frames[0] = head + frames[0]
+    frames[-1] += b"0\r\n\r\n"
+    return frames
+
+
+def _stream_response(close: bool) -> bytes:
+    return b"".join(_stream_parts(close))
 
 
 _MODELS = _json({"object": "list", "data": [{"id": MODEL, "object": "model", "created": CREATED, "owned_by": "bench"}]})
@@ -136,26 +150,48 @@ def _dechunk(buf: bytearray, start: int) -> tuple[bytes, int] | None:
         pos = eol + 2 + size + 2
 
 
-class HttpConnection(asyncio.Protocol):
-    """One client connection: parse pipelined HTTP/1.1 requests from a buffer and answer each with one write."""
+@dataclass(frozen=True)
+class SlowStreams:
+    """A stream's content events and the seconds between two of them."""
 
-    def __init__(self) -> None:
+    chunks: int
+    delay: float
+
+    def parts(self) -> tuple[list[bytes], list[bytes]]:
+        """The (keep-alive, close) writes of one slow stream."""
+        return _stream_parts(False, self.chunks), _stream_parts(True, self.chunks)
+
+
+class HttpConnection(asyncio.Protocol):
+    """One client connection: parse pipelined HTTP/1.1 requests from a buffer and answer each with one write (or,
+    for a slow stream, one write per event on a timer, the requests behind it waiting in the buffer)."""
+
+    def __init__(self, slow: SlowStreams | None = None) -> None:
         self.buf = bytearray()
         self.transport: asyncio.Transport | None = None
+        self.slow = slow
+        self.slow_parts = slow.parts() if slow else None
+        self.streaming: TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
         self.buf += data
+        self._drain()
+
+    def _drain(self) -> None:
         try:
-            while self.transport is not None and self._one():
+            while self.transport is not None and self.streaming is None and self._one():
                 pass
         except ValueError:  # a Content-Length or chunk size that is not a number
             self._fail()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
+        if self.streaming is not None:
+            self.streaming.cancel()
+            self.streaming = None
 
     def _one(self) -> bool:
         """Answer one complete request from the buffer; False when more bytes are needed."""
@@ -193,12 +229,31 @@ class HttpConnection(asyncio.Protocol):
         conn = headers.get("connection", "")
         close = conn == "close" or (version == "HTTP/1.0" and conn != "keep-alive")
         assert self.transport is not None
-        self.transport.write(ANSWERS[_answer(method, target, body)][close])
+        answer = _answer(method, target, body)
+        if answer == "stream" and self.slow_parts is not None:
+            self._stream_slowly(self.slow_parts[close], 0, close)
+            return False
+        self.transport.write(ANSWERS[answer][close])
         if close:
             self.transport.close()
             self.transport = None
             return False
         return True
+
+    def _stream_slowly(self, parts: list[bytes], i: int, close: bool) -> None:
+        self.streaming = None
+        if self.transport is None:
+            return
+        self.transport.write(parts[i])
+        if i + 1 < len(parts):
+            assert self.slow is not None
+            self.streaming = asyncio.get_running_loop().call_later(self.slow.delay, self._stream_slowly, parts, i + 1,
+                                                                   close)
+        elif close:
+            self.transport.close()
+            self.transport = None
+        else:
+            self._drain()  # a request that came in behind the stream
 
     def _fail(self) -> None:
         if self.transport is not None:
@@ -207,9 +262,9 @@ class HttpConnection(asyncio.Protocol):
             self.transport = None
 
 
-async def serve(host: str, port: int) -> None:
+async def serve(host: str, port: int, slow: SlowStreams | None = None) -> None:
     loop = asyncio.get_running_loop()
-    server = await loop.create_server(HttpConnection, host, port, backlog=1024, reuse_address=True)
+    server = await loop.create_server(lambda: HttpConnection(slow), host, port, backlog=4096, reuse_address=True)
     bound = server.sockets[0].getsockname()[1]
     print(f"bench-upstream listening on http://{host}:{bound}", flush=True)
     stop = asyncio.Event()
@@ -223,7 +278,11 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.upstream", description=__doc__.split("\n\n")[0])
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=18000, help="0 picks a free port (printed on stdout)")
+    p.add_argument("--stream-chunks", type=int, default=len(WORDS), help="content events of a slow stream")
+    p.add_argument("--chunk-delay", type=float, default=0.0,
+                   help="seconds between a stream's events; 0 (default) writes a stream at once")
     args = p.parse_args(argv)
+    slow = SlowStreams(args.stream_chunks, args.chunk_delay) if args.chunk_delay > 0 else None
     try:
         import uvloop
 
@@ -231,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:  # pragma: no cover - the project venv has uvloop (uvicorn[standard])
         factory = None
     with asyncio.Runner(loop_factory=factory) as runner:
-        runner.run(serve(args.host, args.port))
+        runner.run(serve(args.host, args.port, slow))
     return 0
 
 

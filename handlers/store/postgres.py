@@ -147,4 +147,9 @@ class PostgresStore(SQLStore):
                             raise
                 raise
         finally:
-            await pool.release(conn, timeout=self.timeout)
+            try:
+                await pool.release(conn, timeout=self.timeout)
+            except _UNREACHABLE:
+                # Its reset got no answer in time (a busy loop, at scale): asyncpg closes that connection and the
+                # pool opens another. The work is done, or failed for its own reason: neither becomes a 500.
+                pass

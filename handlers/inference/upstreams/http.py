@@ -253,7 +253,9 @@ class HttpUpstream(Upstream):
         try:
             deadline = asyncio.get_running_loop().time() + self.timeouts.total
             async with contextlib.AsyncExitStack() as stack:
-                url, content = self._url(path), orjson.dumps(body)
+                # orjson's bytes keep its 8 KB working buffer whatever their length; a stream holds its body for
+                # its whole life, so an exact-size copy (8 KB less a stream, 40 MB less at 5,000 streams a worker).
+                url, content = self._url(path), bytes(memoryview(orjson.dumps(body)))
                 headers = await self._by(deadline, self.sign(url, content, headers))
                 request = self._client.stream("POST", url, content=content, headers=headers)
                 response = await self._by(deadline, stack.enter_async_context(request))
