@@ -3,7 +3,9 @@
     python -m bench.upstream --port 18000
 
 POST .../chat/completions answers a fixed ~1 KB chat.completion, or, when the body has "stream": true, an SSE stream
-(chunked transfer encoding) of 10 chat.completion.chunk events, a usage chunk with no choices, and `data: [DONE]`.
+(chunked transfer encoding) of 10 chat.completion.chunk events, a usage chunk with no choices, and `data: [DONE]`;
+for the model `bench-paced` the stream's events come one every 20 ms (the first 20 ms after the head), as a real
+upstream's tokens do, so that the time to the first event can be told from the rest.
 Every answer is built once at import, so a request costs one header parse, one JSON parse and one write.
 GET /health answers 200 (readiness); GET .../models lists the one model. Not product code.
 """
@@ -25,6 +27,8 @@ except ImportError:  # pragma: no cover - the project venv has orjson
     _loads = json.loads
 
 MODEL = "bench-model"
+PACED_MODEL = "bench-paced"  # streams one event every GAP seconds
+GAP = 0.020
 CREATED = 1_764_000_000
 _MAX_HEAD = 64 * 1024
 _MAX_BODY = 16 * 1024 * 1024
@@ -79,12 +83,22 @@ def _response(status: str, ctype: str, body: bytes, close: bool) -> bytes:
             + b"\r\nContent-Length: " + str(len(body)).encode() + b"\r\nConnection: " + conn + b"\r\n\r\n" + body)
 
 
-def _stream_response(close: bool) -> bytes:
+def _stream_parts(close: bool) -> tuple[bytes, list[bytes]]:
+    """The head of a streamed answer, and its chunked frames (the last one ends the body)."""
     conn = b"close" if close else b"keep-alive"
     head = (b"HTTP/1.1 200 OK\r\nServer: bench-upstream\r\nContent-Type: text/event-stream\r\n"
             b"Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\nConnection: " + conn + b"\r\n\r\n")
     frames = [b"%x\r\n%s\r\n" % (len(e), e) for e in stream_events()]
-    return head + b"".join(frames) + b"0\r\n\r\n"
+    frames[-1] += b"0\r\n\r\n"
+    return head, frames
+
+
+def _stream_response(close: bool) -> bytes:
+    head, frames = _stream_parts(close)
+    return head + b"".join(frames)
+
+
+PACED = (_stream_parts(False), _stream_parts(True))
 
 
 _MODELS = _json({"object": "list", "data": [{"id": MODEL, "object": "model", "created": CREATED, "owned_by": "bench"}]})
@@ -111,7 +125,9 @@ def _answer(method: str, path: str, body: bytes) -> str:
             doc = _loads(body)
         except ValueError:
             return "bad"
-        return "stream" if isinstance(doc, dict) and doc.get("stream") is True else "complete"
+        if not isinstance(doc, dict) or doc.get("stream") is not True:
+            return "complete"
+        return "paced" if doc.get("model") == PACED_MODEL else "stream"
     if method == "GET" and path.endswith("/models"):
         return "models"
     if method == "GET" and path in ("/health", "/"):
@@ -142,12 +158,15 @@ class HttpConnection(asyncio.Protocol):
     def __init__(self) -> None:
         self.buf = bytearray()
         self.transport: asyncio.Transport | None = None
+        self.pacing = False  # a paced stream is being written: what arrives meanwhile waits in the buffer
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
         self.buf += data
+        if self.pacing:
+            return
         try:
             while self.transport is not None and self._one():
                 pass
@@ -193,12 +212,39 @@ class HttpConnection(asyncio.Protocol):
         conn = headers.get("connection", "")
         close = conn == "close" or (version == "HTTP/1.0" and conn != "keep-alive")
         assert self.transport is not None
-        self.transport.write(ANSWERS[_answer(method, target, body)][close])
+        answer = _answer(method, target, body)
+        if answer == "paced":
+            self._pace(close)
+            return False
+        self.transport.write(ANSWERS[answer][close])
         if close:
             self.transport.close()
             self.transport = None
             return False
         return True
+
+    def _pace(self, close: bool) -> None:
+        head, frames = PACED[close]
+        assert self.transport is not None
+        self.transport.write(head)
+        self.pacing = True
+        loop = asyncio.get_running_loop()
+
+        def step(i: int) -> None:
+            if self.transport is None:
+                return
+            self.transport.write(frames[i])
+            if i + 1 < len(frames):
+                loop.call_later(GAP, step, i + 1)
+                return
+            self.pacing = False
+            if close:
+                self.transport.close()
+                self.transport = None
+            else:
+                self.data_received(b"")  # a request that came meanwhile
+
+        loop.call_later(GAP, step, 0)
 
     def _fail(self) -> None:
         if self.transport is not None:
