@@ -88,8 +88,9 @@ def _text_only(chunk: dict[str, Any]) -> bool:
     if len(choices) != 1 or not _PLAIN_CHUNK.issuperset(chunk):
         return False
     choice = choices[0]
-    return (_PLAIN_CHOICE.issuperset(choice) and choice.get("finish_reason") is None
-            and choice.get("delta").keys() == {"content"})
+    delta = choice["delta"]
+    return _PLAIN_CHOICE.issuperset(choice) and choice.get("finish_reason") is None and len(delta) == 1 \
+        and "content" in delta
 
 
 class UpstreamReader:

@@ -30,7 +30,7 @@ class StreamRenderer(StreamState):
         }
         head = orjson.dumps(self._head)
         self._prefix = b"data: " + head[:-1] + b',"choices":['  # a chunk up to its choice
-        self._rewrites: list[tuple[str, str]] | None = None  # the upstream's head fields -> ours, once known
+        self._heads: tuple[str, bytes] | None = None  # the upstream's chunks' head, and ours, once known
         self._include_usage = request.include_usage
         # Canonical tool-call index -> the chat index. The SDK keeps tool calls in a list, so they count from 0.
         self._calls: dict[int, int] = {}
@@ -63,16 +63,12 @@ class StreamRenderer(StreamState):
         return relayed or self._chunk({"refusal" if ev.refusal else "content": ev.text})
 
     def _relayed(self, raw: str) -> bytes | None:
-        """The upstream's chunk with our id, created and model in place of its own; None when its bytes do not
-        hold them as `"field":value` (then it is rendered)."""
-        if self._rewrites is None:
-            self._rewrites = _rewrites(raw, self._head)
-        for old, new in self._rewrites:
-            at = raw.find(old)
-            if at < 0:
-                return None
-            raw = raw[:at] + new + raw[at + len(old):]
-        return b"data: " + raw.encode() + b"\n\n" if self._rewrites else None
+        """The upstream's chunk with our id, created and model in place of its own; None when it does not start with
+        them as the renderer writes them (then it is rendered)."""
+        if self._heads is None:
+            self._heads = _heads(raw, self._head)
+        theirs, ours = self._heads
+        return b"data: " + ours + raw[len(theirs):].encode() + b"\n\n" if theirs and raw.startswith(theirs) else None
 
     def on_thinking(self, ev: ThinkingDelta) -> bytes:
         if not ev.text:
@@ -105,14 +101,9 @@ class StreamRenderer(StreamState):
         return self._prefix + orjson.dumps(choice) + b"]}\n\n"
 
 
-_OWNED = ("id", "created", "model")  # what a relayed chunk says in the gateway's words
-
-
-def _rewrites(raw: str, head: dict[str, Any]) -> list[tuple[str, str]]:
-    """How an upstream's chunks (this one, and the rest of its stream) become ours: each field the gateway owns, as
-    the upstream wrote it (`"id":"chatcmpl-up"`, no spaces), replaced by ours. Empty when a field is missing."""
+def _heads(raw: str, head: dict[str, Any]) -> tuple[str, bytes]:
+    """How an upstream's chunks (this one, and the rest of its stream) start when they say id, object, created and
+    model first, as the renderer writes them; and how ours start. ("", ...) when this one does not."""
     chunk = orjson.loads(raw)
-    if chunk.get("object") != head["object"] or any(key not in chunk for key in _OWNED):
-        return []
-    return [(f'"{key}":{orjson.dumps(chunk[key]).decode()}', f'"{key}":{orjson.dumps(head[key]).decode()}')
-            for key in _OWNED]
+    theirs = orjson.dumps({key: chunk.get(key) for key in head})[:-1].decode()  # '{"id":...,"model":"up"'
+    return theirs if raw.startswith(theirs) and chunk.get("object") == head["object"] else "", orjson.dumps(head)[:-1]
