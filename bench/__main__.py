@@ -38,7 +38,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--repeat", type=int, default=1, help="run every cell N times; the table shows medians")
     p.add_argument("--json", metavar="FILE", help="also write the table and raw samples as JSON")
     p.add_argument("--loadgen", choices=["auto", "wrk", "builtin"], default="auto",
-                   help="auto: wrk when on PATH, else the built-in asyncio loader")
+                   help="auto: wrk when on PATH, else the built-in asyncio loader; streams always on the built-in one "
+                        "(it times the first event)")
     p.add_argument("--litellm", metavar="PATH", help="litellm executable or venv (default: PATH, /tmp/litellm-venv)")
     p.add_argument("--no-litellm", action="store_true", help="skip the peer even when installed")
     p.add_argument("--no-ceilings", action="store_true", help="skip the httpx and aiohttp ceiling relays")
@@ -124,7 +125,7 @@ def _measure(args: argparse.Namespace, tgts: list[targets.Target], loadgen: str,
     if args.warmup > 0:
         for sc in args.scenarios:
             for t, body, _ in load.plan(sc, tgts):
-                load.run_cell(t, body, max(args.conns), args.warmup, loadgen, workdir)
+                load.run_cell(t, body, max(args.conns), args.warmup, load.loader_for(sc, args.loadgen, loadgen), workdir)
     samples = []
     cells = [(sc, c) for _ in range(args.repeat) for sc in args.scenarios for c in args.conns]
     total, n = sum(len(load.plan(sc, tgts)) for sc, _ in cells), 0
@@ -132,7 +133,7 @@ def _measure(args: argparse.Namespace, tgts: list[targets.Target], loadgen: str,
         for t, body, row in load.plan(sc, tgts):  # neighbours in time: direct, ceilings, gateway, peer in one cell
             n += 1
             cpu0 = cpu_seconds(t.proc.pid)
-            cell = load.run_cell(t, body, conns, args.duration, loadgen, workdir)
+            cell = load.run_cell(t, body, conns, args.duration, load.loader_for(sc, args.loadgen, loadgen), workdir)
             sample = report.Sample(row, sc, conns, cell, cpu_seconds(t.proc.pid) - cpu0, rss_mb(t.proc.pid))
             samples.append(sample)
             _say(f"[{n}/{total}] {row:15} {sc:15} c={conns:<3} {cell.rps:9.0f} req/s  p50 {cell.p50_ms:7.2f} ms  "
@@ -188,7 +189,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = report.rows(samples)
     meta = _meta(args, loadgen, note, load_before)
     print(report.table(rows))
-    print(f"\nload generator: {loadgen}; {args.duration:g} s per cell x {args.repeat}; {note}; "
+    streams = " (streams: built-in, for the first event's time)" if args.loadgen == "auto" and loadgen == "wrk" else ""
+    print(f"\nload generator: {loadgen}{streams}; {args.duration:g} s per cell x {args.repeat}; {note}; "
           f"loadavg before {load_before[0]:.2f}, after {meta['loadavg_after'][0]:.2f} ({os.cpu_count()} cpus)")
     if args.json:
         report.write_json(Path(args.json), meta, rows, samples)

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.procs import http_post
-from bench.targets import CHAT_PATH, FREE_MODEL, PRICED_MODEL, Target
+from bench.targets import CHAT_PATH, FREE_MODEL, PACED_MODEL, PRICED_MODEL, Target
+from bench.upstream import PACED_MODEL as UPSTREAM_PACED
 
 
 @dataclass(frozen=True)
@@ -29,11 +30,14 @@ class Scenario:
     priced: bool = False  # the gateway's priced model (reserve + settle against the workspace's credit)
     store: str = "sqlite"  # the gateway config it needs: sqlite | postgres (one gateway per distinct store)
     vs: str | None = None  # the free scenario its req/s is compared with (the "/free" column)
+    paced: bool = False  # the upstream streams one event every 20 ms (bench.upstream's paced model)
 
 
 SCENARIOS = {s.name: s for s in (
     Scenario("json", "json"),  # non-streaming chat.completion
     Scenario("stream", "stream"),  # SSE stream of 10 chunks + usage + [DONE]
+    Scenario("stream-paced", "stream", paced=True),  # the same, one event every 20 ms: the time to the first event
+    Scenario("messages-stream", "stream", fmt="messages", vs="stream"),  # Messages in, streamed, translated
     Scenario("priced-sqlite", "json", priced=True, vs="json"),
     Scenario("priced-postgres", "json", priced=True, store="postgres", vs="json"),
     Scenario("messages", "json", fmt="messages", vs="json"),  # Messages in, translated to the openai upstream
@@ -72,8 +76,8 @@ def request(target: Target, scenario: str) -> tuple[str, bytes]:
     """The URL and body `target` gets in a cell of `scenario`."""
     sc = SCENARIOS[scenario]
     if target.name not in GATEWAYS:  # direct, ceilings, LiteLLM: the plain chat request of the same kind
-        return target.url, request_body(target.model, sc.kind)
-    model = PRICED_MODEL if sc.priced else FREE_MODEL
+        return target.url, request_body(UPSTREAM_PACED if sc.paced else target.model, sc.kind)
+    model = PACED_MODEL if sc.paced else PRICED_MODEL if sc.priced else FREE_MODEL
     return target.base + PATHS[sc.fmt], request_body(model, scenario, sc.fmt)
 
 
@@ -111,6 +115,7 @@ class CellResult:
     p50_ms: float
     p90_ms: float
     p99_ms: float
+    first_p50_ms: float | None = None  # the time to the body's first chunk (a stream's first event); builtin only
 
     @property
     def rps(self) -> float:
@@ -141,8 +146,8 @@ def check(target: Target, scenario: str) -> None:
         except (ValueError, KeyError, IndexError, TypeError, StopIteration, AttributeError):
             ok = False
         problem = None if ok else f"no answer text in the {fmt} shape"
-    elif body.count(b"data:") < 10 or b"data: [DONE]" not in body:
-        problem = "not an SSE stream of >= 10 events ending in data: [DONE]"
+    elif body.count(b"data:") < 10 or (b"event: message_stop" if fmt == "messages" else b"data: [DONE]") not in body:
+        problem = "not an SSE stream of >= 10 events ending in data: [DONE] (Messages: message_stop)"
     if problem:
         raise RuntimeError(f"{target.name} {scenario}: {problem}; body: {body[:500]!r}")
 
@@ -191,8 +196,15 @@ def run_cell(target: Target, scenario: str, conns: int, seconds: float, loadgen:
     data = json.loads(line[len(_MARK):])
     errors = sum(int(v) for v in data["errors"].values())
     ok = int(data["requests"]) - int(data["errors"]["status"])
+    first = data.get("first_p50_us")
     return CellResult(loadgen, ok, errors, data["duration_us"] / 1e6,
-                      data["p50_us"] / 1e3, data["p90_us"] / 1e3, data["p99_us"] / 1e3)
+                      data["p50_us"] / 1e3, data["p90_us"] / 1e3, data["p99_us"] / 1e3,
+                      None if first is None else first / 1e3)
+
+
+def loader_for(scenario: str, choice: str, resolved: str) -> str:
+    """The loader of a cell: wrk cannot time a stream's first event, so `auto` runs streams on the built-in one."""
+    return "builtin" if choice == "auto" and SCENARIOS[scenario].kind == "stream" else resolved
 
 
 def _body_file(target: Target, scenario: str, workdir: Path) -> Path:

@@ -3,8 +3,8 @@
     python -m bench.loadgen --url http://127.0.0.1:8080/v1/chat/completions --conns 32 --seconds 10 \\
         --body-file body.json --header "Authorization: Bearer sk-..."
 
-Each connection sends one request, reads the whole answer (Content-Length or chunked), records the latency, and
-repeats until the time is up. Prints `BENCH_JSON {...}` in the same shape as the wrk script's done(). It is slower
+Each connection sends one request, reads the whole answer (Content-Length or chunked), records the latency and the
+time to the answer's first body chunk (for an SSE stream: its first event), and repeats until the time is up. Prints `BENCH_JSON {...}` in the same shape as the wrk script's done(). It is slower
 than wrk and shares the machine's two cores with the gateway, so compare only ratios measured with the same loader.
 """
 
@@ -24,11 +24,12 @@ _MARK = "BENCH_JSON "
 class _Stats:
     def __init__(self) -> None:
         self.latencies: list[float] = []
+        self.firsts: list[float] = []  # seconds from the request's write to the first chunk of its body
         self.errors = {"connect": 0, "read": 0, "write": 0, "status": 0, "timeout": 0}
 
 
-async def _read_answer(reader: asyncio.StreamReader) -> tuple[int, bool]:
-    """Read one whole response; (status, keep-alive)."""
+async def _read_answer(reader: asyncio.StreamReader) -> tuple[int, bool, float]:
+    """Read one whole response; (status, keep-alive, perf_counter when the body's first chunk had come)."""
     head = await reader.readuntil(b"\r\n\r\n")
     lines = head.decode("latin-1").split("\r\n")
     status = int(lines[0].split(" ", 2)[1])
@@ -36,6 +37,7 @@ async def _read_answer(reader: asyncio.StreamReader) -> tuple[int, bool]:
     for line in lines[1:]:
         name, _, value = line.partition(":")
         headers[name.strip().lower()] = value.strip().lower()
+    first = 0.0
     if "chunked" in headers.get("transfer-encoding", ""):
         while True:
             size = int((await reader.readline()).split(b";", 1)[0], 16)
@@ -44,12 +46,13 @@ async def _read_answer(reader: asyncio.StreamReader) -> tuple[int, bool]:
                     pass
                 break
             await reader.readexactly(size + 2)
+            first = first or time.perf_counter()
     elif "content-length" in headers:
         await reader.readexactly(int(headers["content-length"]))
     else:
         await reader.read()  # until close
-        return status, False
-    return status, headers.get("connection") != "close"
+        return status, False, time.perf_counter()
+    return status, headers.get("connection") != "close", first or time.perf_counter()
 
 
 async def _connection(host: str, port: int, request: bytes, deadline: float, stats: _Stats, timeout: float) -> None:
@@ -66,7 +69,7 @@ async def _connection(host: str, port: int, request: bytes, deadline: float, sta
         start = time.perf_counter()
         try:
             writer.write(request)
-            status, keep = await asyncio.wait_for(_read_answer(reader), timeout)
+            status, keep, first = await asyncio.wait_for(_read_answer(reader), timeout)
         except TimeoutError:
             stats.errors["timeout"] += 1
             keep = False
@@ -75,6 +78,7 @@ async def _connection(host: str, port: int, request: bytes, deadline: float, sta
             keep = False
         else:
             stats.latencies.append(time.perf_counter() - start)
+            stats.firsts.append(first - start)
             if not 200 <= status < 400:
                 stats.errors["status"] += 1
         if not keep:
@@ -102,10 +106,11 @@ async def run(url: str, conns: int, seconds: float, body: bytes, headers: list[s
     deadline = start + seconds
     await asyncio.gather(*(_connection(host, port, request, deadline, stats, timeout) for _ in range(conns)))
     elapsed = time.perf_counter() - start
-    lat = sorted(stats.latencies)
+    lat, firsts = sorted(stats.latencies), sorted(stats.firsts)
     return {"requests": len(lat), "duration_us": elapsed * 1e6,
             "p50_us": _percentile(lat, 50) * 1e6, "p90_us": _percentile(lat, 90) * 1e6,
-            "p99_us": _percentile(lat, 99) * 1e6, "errors": stats.errors}
+            "p99_us": _percentile(lat, 99) * 1e6, "first_p50_us": _percentile(firsts, 50) * 1e6,
+            "first_p99_us": _percentile(firsts, 99) * 1e6, "errors": stats.errors}
 
 
 def main(argv: list[str] | None = None) -> int:

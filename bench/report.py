@@ -37,6 +37,7 @@ def _summary(samples: list[Sample]) -> dict[str, Any]:
         "p50_ms": _median([s.cell.p50_ms for s in samples]),
         "p90_ms": _median([s.cell.p90_ms for s in samples]),
         "p99_ms": _median([s.cell.p99_ms for s in samples]),
+        "first_ms": _median([s.cell.first_p50_ms for s in samples if s.cell.first_p50_ms is not None]) or None,
         "requests": requests,
         "errors": sum(s.cell.errors for s in samples),
         "cpu_ms_per_req": 1000 * sum(s.cpu_s for s in samples) / requests if requests else None,
@@ -69,6 +70,9 @@ def rows(samples: list[Sample]) -> list[dict[str, Any]]:
             row["direct_p50_ms"] = direct["p50_ms"]
             row["direct_p99_ms"] = direct["p99_ms"]
             row["added_p50_ms"] = row["p50_ms"] - direct["p50_ms"]
+            if row["first_ms"] is not None and direct["first_ms"] is not None:
+                row["direct_first_ms"] = direct["first_ms"]
+                row["added_first_ms"] = row["first_ms"] - direct["first_ms"]
             row["x_direct"] = row["rps"] / direct["rps"] if direct["rps"] else None
         ceiling = summary.get((CEILING, scenario, conns))
         if ceiling and ceiling["rps"]:
@@ -98,6 +102,8 @@ _COLUMNS = [  # header, key, format
     ("p99 ms", "p99_ms", "{:.2f}"),
     ("direct p50", "direct_p50_ms", "{:.2f}"),
     ("added p50 ms", "added_p50_ms", "{:+.2f}"),
+    ("1st event ms", "first_ms", "{:.2f}"),
+    ("added 1st ms", "added_first_ms", "{:+.2f}"),
     ("gw/direct", "x_direct", "{:.3f}"),
     ("x httpx ceiling", "x_ceiling", "{:.2f}"),
     ("added p50 x ceiling", "added_p50_x_ceiling", "{:.2f}"),
@@ -125,5 +131,5 @@ def table(rows_: list[dict[str, Any]]) -> str:
 def write_json(path: Path, meta: dict[str, Any], rows_: list[dict[str, Any]], samples: list[Sample]) -> None:
     raw = [{"target": s.target, "scenario": s.scenario, "conns": s.conns, "rps": s.cell.rps, "requests": s.cell.requests,
             "errors": s.cell.errors, "seconds": s.cell.seconds, "p50_ms": s.cell.p50_ms, "p90_ms": s.cell.p90_ms,
-            "p99_ms": s.cell.p99_ms, "cpu_s": s.cpu_s, "rss_mb": s.rss_mb} for s in samples]
+            "p99_ms": s.cell.p99_ms, "first_p50_ms": s.cell.first_p50_ms, "cpu_s": s.cpu_s, "rss_mb": s.rss_mb} for s in samples]
     path.write_text(json.dumps({"meta": meta, "rows": rows_, "samples": raw}, indent=2) + "\n")

@@ -33,7 +33,7 @@ LITELLM_VENV = Path("/tmp/litellm-venv")
 LITELLM_KEY = "sk-bench-1234"
 PEER_UPSTREAM_PORT = 18000  # what the peer's config.yaml names
 CHAT_PATH = "/v1/chat/completions"
-FREE_MODEL, PRICED_MODEL = "bench/model", "bench/priced"
+FREE_MODEL, PRICED_MODEL, PACED_MODEL = "bench/model", "bench/priced", "bench/paced"
 PRICE = {"input": "0.15", "output": "0.60"}  # per million tokens, like a small hosted model
 CREDIT = "1000000"  # so generous that no request of the run is ever refused for credit
 PG_ADMIN_URL = os.environ.get("SPECWAY_BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -82,13 +82,15 @@ def checkout(rev: str, workdir: Path) -> Path:
 
 
 def specway_config(port: int, upstream_base: str, store_url: str, log_level: str) -> dict[str, object]:
-    """One worker, one openai upstream (the fake), a free model and the same model with a price."""
+    """One worker, one openai upstream (the fake), a free model, the same model with a price, and a free model whose
+    streams the fake paces."""
     return {
         "server": {"host": "127.0.0.1", "port": port, "workers": 1, "log_level": log_level},
         "store": {"url": store_url},
         "upstreams": {"fake": {"kind": "openai", "base_url": upstream_base + "/v1"}},
         "models": [{"id": FREE_MODEL, "upstream": "fake", "name": "bench-model"},
-                   {"id": PRICED_MODEL, "upstream": "fake", "name": "bench-model", "price": dict(PRICE)}],
+                   {"id": PRICED_MODEL, "upstream": "fake", "name": "bench-model", "price": dict(PRICE)},
+                   {"id": PACED_MODEL, "upstream": "fake", "name": "bench-paced"}],
     }
 
 

@@ -70,7 +70,7 @@ def test_request_bodies_are_about_1kb() -> None:
     for scenario in load.SCENARIOS:
         body = load.request_body("bench/model", scenario)
         assert 800 <= len(body) <= 1300
-        assert json.loads(body).get("stream", False) is (scenario == "stream")
+        assert json.loads(body).get("stream", False) is (load.SCENARIOS[scenario].kind == "stream")
 
 
 def test_wrk_script_carries_body_and_headers(tmp_path: Path) -> None:
@@ -116,6 +116,33 @@ def test_builtin_loader_against_the_fake_upstream(tmp_path: Path) -> None:
         stop_all()
     assert result["requests"] > 0 and not any(result["errors"].values())
     assert 0 < result["p50_us"] <= result["p99_us"]
+    assert 0 < result["first_p50_us"] <= result["p99_us"]
+
+
+def test_a_paced_stream_keeps_its_events_apart_and_the_connection_alive(tmp_path: Path) -> None:
+    """The paced model's events come one by one (the first chunk is one event), and the next request on the same
+    connection is answered after the stream."""
+    body = json.dumps({"model": upstream.PACED_MODEL, "stream": True}).encode()
+
+    async def two() -> list[bytes]:
+        reader, writer = await asyncio.open_connection("127.0.0.1", int(up.base.rsplit(":", 1)[1]))
+        firsts = []
+        for _ in range(2):
+            writer.write(_post(body))
+            await reader.readuntil(b"\r\n\r\n")
+            size = int(await reader.readline(), 16)
+            firsts.append(await reader.readexactly(size + 2))
+            rest = await reader.readuntil(b"0\r\n\r\n")
+            assert rest.count(b"data: ") == 11 and b"[DONE]" in rest
+        writer.close()
+        return firsts
+
+    try:
+        up = targets.start_upstream(tmp_path, free_port())
+        firsts = asyncio.run(two())
+    finally:
+        stop_all()
+    assert all(f.count(b"data: ") == 1 and b'"role":"assistant"' in f for f in firsts)
 
 
 def test_every_scenario_has_a_body_and_path_in_its_format() -> None:
@@ -126,11 +153,14 @@ def test_every_scenario_has_a_body_and_path_in_its_format() -> None:
         doc = json.loads(body)
         assert url.endswith({"chat": "/v1/chat/completions", "messages": "/v1/messages",
                              "responses": "/v1/responses"}[sc.fmt])
-        assert doc["model"] == (targets.PRICED_MODEL if sc.priced else targets.FREE_MODEL)
+        assert doc["model"] == (targets.PACED_MODEL if sc.paced else targets.PRICED_MODEL if sc.priced
+                                else targets.FREE_MODEL)
         assert ("messages" in doc) is (sc.fmt != "responses") and ("input" in doc) is (sc.fmt == "responses")
         # the direct upstream and the ceilings get the plain chat request of the same kind
         d_url, d_body = load.request(direct, name)
-        assert d_url == "http://127.0.0.1:2/v1/chat/completions" and d_body == load.request_body("bench-model", sc.kind)
+        upstream_model = upstream.PACED_MODEL if sc.paced else "bench-model"
+        assert d_url == "http://127.0.0.1:2/v1/chat/completions"
+        assert d_body == load.request_body(upstream_model, sc.kind)
 
 
 def test_each_cell_loads_direct_ceilings_and_the_gateway_of_its_store() -> None:
@@ -152,8 +182,9 @@ def test_specway_config_has_a_free_and_a_priced_model_on_one_upstream() -> None:
     cfg: Any = targets.specway_config(8080, "http://127.0.0.1:18000", "postgresql://h/db", "warning")
     assert cfg["store"] == {"url": "postgresql://h/db"} and cfg["server"]["workers"] == 1
     assert cfg["upstreams"]["fake"] == {"kind": "openai", "base_url": "http://127.0.0.1:18000/v1"}
-    free, priced = cfg["models"]
+    free, priced, paced = cfg["models"]
     assert free["id"] == targets.FREE_MODEL and "price" not in free
+    assert paced == {"id": targets.PACED_MODEL, "upstream": "fake", "name": upstream.PACED_MODEL}
     assert priced["id"] == targets.PRICED_MODEL and priced["price"] == targets.PRICE
     assert free["upstream"] == priced["upstream"] == "fake" and free["name"] == priced["name"]
 

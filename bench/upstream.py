@@ -4,7 +4,9 @@
     python -m bench.upstream --port 18000 --stream-chunks 20 --chunk-delay 1.5   # slow streams
 
 POST .../chat/completions answers a fixed ~1 KB chat.completion, or, when the body has "stream": true, an SSE stream
-(chunked transfer encoding) of 10 chat.completion.chunk events, a usage chunk with no choices, and `data: [DONE]`.
+(chunked transfer encoding) of 10 chat.completion.chunk events, a usage chunk with no choices, and `data: [DONE]`;
+for the model `bench-paced` the stream's events come one every 20 ms (the first 20 ms after the head), as a real
+upstream's tokens do, so that the time to the first event can be told from the rest.
 Every answer is built once at import, so a request costs one header parse, one JSON parse and one write.
 With --chunk-delay, a stream is instead --stream-chunks content events, one every --chunk-delay seconds (timers on
 the loop, no task per stream), then the usage chunk and `data: [DONE]`: a slow model, for holding many streams open.
@@ -30,6 +32,8 @@ except ImportError:  # pragma: no cover - the project venv has orjson
     _loads = json.loads
 
 MODEL = "bench-model"
+PACED_MODEL = "bench-paced"  # streams one event every GAP seconds
+GAP = 0.020
 CREATED = 1_764_000_000
 _MAX_HEAD = 64 * 1024
 _MAX_BODY = 16 * 1024 * 1024
@@ -85,20 +89,23 @@ def _response(status: str, ctype: str, body: bytes, close: bool) -> bytes:
             + b"\r\nContent-Length: " + str(len(body)).encode() + b"\r\nConnection: " + conn + b"\r\n\r\n" + body)
 
 
-def _stream_parts(close: bool, chunks: int = len(WORDS)) -> list[bytes]:
-    """A streamed answer as its writes: the head with the first event, then one chunked frame per event, the
-    last frame ending the body."""
+def _stream_parts(close: bool, chunks: int = len(WORDS)) -> tuple[bytes, list[bytes]]:
+    """The head of a streamed answer, and its chunked frames (the last one ends the body)."""
     conn = b"close" if close else b"keep-alive"
     head = (b"HTTP/1.1 200 OK\r\nServer: bench-upstream\r\nContent-Type: text/event-stream\r\n"
             b"Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\nConnection: " + conn + b"\r\n\r\n")
     frames = [b"%x\r\n%s\r\n" % (len(e), e) for e in stream_events(chunks)]
-    frames[0] = head + frames[0]
     frames[-1] += b"0\r\n\r\n"
-    return frames
+    return head, frames
 
 
 def _stream_response(close: bool) -> bytes:
-    return b"".join(_stream_parts(close))
+    head, frames = _stream_parts(close)
+    return head + b"".join(frames)
+
+
+# A paced stream's writes: the head at once, then each event GAP seconds after the one before
+PACED = tuple([head, *frames] for head, frames in (_stream_parts(False), _stream_parts(True)))
 
 
 _MODELS = _json({"object": "list", "data": [{"id": MODEL, "object": "model", "created": CREATED, "owned_by": "bench"}]})
@@ -125,7 +132,9 @@ def _answer(method: str, path: str, body: bytes) -> str:
             doc = _loads(body)
         except ValueError:
             return "bad"
-        return "stream" if isinstance(doc, dict) and doc.get("stream") is True else "complete"
+        if not isinstance(doc, dict) or doc.get("stream") is not True:
+            return "complete"
+        return "paced" if doc.get("model") == PACED_MODEL else "stream"
     if method == "GET" and path.endswith("/models"):
         return "models"
     if method == "GET" and path in ("/health", "/"):
@@ -150,6 +159,11 @@ def _dechunk(buf: bytearray, start: int) -> tuple[bytes, int] | None:
         pos = eol + 2 + size + 2
 
 
+def _writes(head: bytes, frames: list[bytes]) -> list[bytes]:
+    """A stream's writes: the head goes with the first event."""
+    return [head + frames[0], *frames[1:]]
+
+
 @dataclass(frozen=True)
 class SlowStreams:
     """A stream's content events and the seconds between two of them."""
@@ -159,7 +173,7 @@ class SlowStreams:
 
     def parts(self) -> tuple[list[bytes], list[bytes]]:
         """The (keep-alive, close) writes of one slow stream."""
-        return _stream_parts(False, self.chunks), _stream_parts(True, self.chunks)
+        return _writes(*_stream_parts(False, self.chunks)), _writes(*_stream_parts(True, self.chunks))
 
 
 class HttpConnection(asyncio.Protocol):
@@ -169,8 +183,8 @@ class HttpConnection(asyncio.Protocol):
     def __init__(self, slow: SlowStreams | None = None) -> None:
         self.buf = bytearray()
         self.transport: asyncio.Transport | None = None
-        self.slow = slow
         self.slow_parts = slow.parts() if slow else None
+        self.slow_parts_gap = slow.delay if slow else 0.0
         self.streaming: TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -231,7 +245,10 @@ class HttpConnection(asyncio.Protocol):
         assert self.transport is not None
         answer = _answer(method, target, body)
         if answer == "stream" and self.slow_parts is not None:
-            self._stream_slowly(self.slow_parts[close], 0, close)
+            self._write_timed(self.slow_parts[close], 0, self.slow_parts_gap, close)
+            return False
+        if answer == "paced":
+            self._write_timed(PACED[close], 0, GAP, close)
             return False
         self.transport.write(ANSWERS[answer][close])
         if close:
@@ -240,15 +257,14 @@ class HttpConnection(asyncio.Protocol):
             return False
         return True
 
-    def _stream_slowly(self, parts: list[bytes], i: int, close: bool) -> None:
+    def _write_timed(self, parts: list[bytes], i: int, gap: float, close: bool) -> None:
+        """A stream's writes, one every `gap` seconds on a timer; requests behind it wait in the buffer."""
         self.streaming = None
         if self.transport is None:
             return
         self.transport.write(parts[i])
         if i + 1 < len(parts):
-            assert self.slow is not None
-            self.streaming = asyncio.get_running_loop().call_later(self.slow.delay, self._stream_slowly, parts, i + 1,
-                                                                   close)
+            self.streaming = asyncio.get_running_loop().call_later(gap, self._write_timed, parts, i + 1, gap, close)
         elif close:
             self.transport.close()
             self.transport = None

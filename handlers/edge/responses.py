@@ -1,16 +1,14 @@
-"""Response helpers: JSON via orjson, and SSE streams that proxies pass through unbuffered."""
+"""Response helpers: JSON via orjson (streamed answers: handlers/serving/event_stream.py)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
 import pydantic
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 
 JSON = "application/json"
-SSE = "text/event-stream"
 
 
 def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -20,8 +18,3 @@ def json_response(body: Any, status: int = 200, headers: dict[str, str] | None =
 def model_response(model: pydantic.BaseModel, status: int = 200, headers: dict[str, str] | None = None) -> Response:
     """A generated response model as its JSON: every field, in the spec's order."""
     return json_response(model.model_dump(), status, headers)
-
-
-def sse_response(chunks: AsyncIterator[bytes], headers: dict[str, str] | None = None) -> StreamingResponse:
-    h = {"cache-control": "no-cache", "x-accel-buffering": "no", **(headers or {})}
-    return StreamingResponse(chunks, media_type=SSE, headers=h)

@@ -280,6 +280,9 @@ class TextDelta:
     annotation: dict[str, Any] | None = None  # one annotation of the text so far (OpenAI Responses' own)
     # one of Anthropic's citations of the text block streaming now: they come before its text, and TextEnd ends it
     citation: dict[str, Any] | None = None
+    # The upstream's event as it came (its data), when it carried this text and nothing else: a caller of the same
+    # format may get it relayed as it is, with only what the gateway owns rewritten (formats/*/stream.py).
+    raw: str | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(slots=True)

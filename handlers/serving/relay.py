@@ -18,7 +18,7 @@ from starlette.responses import Response
 from generated import errors as codes
 from handlers import gateway
 from handlers.administration.auth import Principal
-from handlers.edge.responses import json_response, sse_response
+from handlers.edge.responses import json_response
 from handlers.errors import ApiError
 from handlers.inference import affinity, routing, tokens
 from handlers.inference.canonical import (
@@ -39,6 +39,7 @@ from handlers.inference.routing import Plan
 from handlers.inference.upstreams.base import UpstreamError
 from handlers.observability import metrics, requestlog
 from handlers.serving import spend
+from handlers.serving.event_stream import EventStream
 from handlers.serving.lifecycle import Lifecycle, upstream_failure
 from handlers.store.base import Key
 
@@ -157,26 +158,33 @@ async def _stream(life: Lifecycle, req: Request, wire: CallerFormat, traits: Cal
     answer = Answer(plan.id, model.id, int(time.time()), estimate)
     renderer = wire.StreamRenderer(answer, req)
 
+    chars = 0
+    texts: list[str] = []
+    uncited: Counter[citations.Whose] = Counter()
+
+    def told(ev: Event) -> bytes:
+        """What the caller gets of one event, after what the record keeps of it."""
+        nonlocal chars
+        if isinstance(ev, UsageReport):
+            trace.usage = ev.usage
+        elif isinstance(ev, TextDelta):
+            chars += len(ev.text)
+            if chars <= _LOGGED_CHARS:
+                texts.append(ev.text)
+            if ev.citation is not None or ev.annotation is not None:
+                uncited.update(citations.uncarried(ev, req.format))
+        elif isinstance(ev, ItemDone):
+            _left_out(life, req, ev.block)
+        return renderer.event(ev)
+
     async def body() -> AsyncIterator[bytes]:
         trace.outcome = "cancelled"  # until the stream ends one way or another
-        chars = 0
-        texts: list[str] = []
-        uncited: Counter[citations.Whose] = Counter()
         try:
+            # The first event goes out with the stream's start, in one write, the moment it was read.
+            yield renderer.start() + (told(first) if first is not None else b"")
             metrics.FIRST_BYTE.labels(plan.format, answer.model).observe(time.perf_counter() - trace.started)
-            yield renderer.start()
-            async for ev in _chain(first, events):
-                if isinstance(ev, UsageReport):
-                    trace.usage = ev.usage
-                elif isinstance(ev, TextDelta):
-                    chars += len(ev.text)
-                    if chars <= _LOGGED_CHARS:
-                        texts.append(ev.text)
-                    if ev.citation is not None or ev.annotation is not None:
-                        uncited.update(citations.uncarried(ev, req.format))
-                elif isinstance(ev, ItemDone):
-                    _left_out(life, req, ev.block)
-                chunk = renderer.event(ev)
+            async for ev in events:
+                chunk = told(ev)
                 if chunk:
                     yield chunk
             trace.outcome = "ok"
@@ -198,11 +206,4 @@ async def _stream(life: Lifecycle, req: Request, wire: CallerFormat, traits: Cal
                 await life.settle(model, trace.usage, chars)
                 _log_content(life.gw, req, "".join(texts))
 
-    return sse_response(body(), headers=life.headers())
-
-
-async def _chain(first: Event | None, rest: AsyncIterator[Event]) -> AsyncIterator[Event]:
-    if first is not None:
-        yield first
-    async for ev in rest:
-        yield ev
+    return EventStream(body(), headers=life.headers())

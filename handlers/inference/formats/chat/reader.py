@@ -75,6 +75,24 @@ def _text(content: Any) -> str:
     return content if isinstance(content, str) else ""
 
 
+# The fields of a chunk that carries only text, which a chat caller may get as it came (see stream.py).
+_PLAIN_CHUNK = frozenset({"id", "object", "created", "model", "choices", "system_fingerprint", "service_tier",
+                          "obfuscation", "usage"})
+_PLAIN_CHOICE = frozenset({"index", "delta", "finish_reason", "logprobs"})
+
+
+def _text_only(chunk: dict[str, Any]) -> bool:
+    """A chunk with one choice whose delta is content alone, no finish reason, and no field the gateway does not
+    know (a content filter's results, say): a chat caller may get it as the upstream sent it."""
+    choices = chunk["choices"]
+    if len(choices) != 1 or not _PLAIN_CHUNK.issuperset(chunk):
+        return False
+    choice = choices[0]
+    delta = choice["delta"]
+    return _PLAIN_CHOICE.issuperset(choice) and choice.get("finish_reason") is None and len(delta) == 1 \
+        and "content" in delta
+
+
 class UpstreamReader:
     """Turns chat.completion.chunk events into canonical events, until [DONE]."""
 
@@ -108,6 +126,8 @@ class UpstreamReader:
                 events.append(Finish(FINISH_READ.get(choice["finish_reason"], FinishReason.UNKNOWN)))
         if chunk.get("usage"):
             events.append(UsageReport(read_usage(chunk["usage"])))
+        elif len(events) == 1 and isinstance(events[0], TextDelta) and _text_only(chunk):
+            events[0].raw = data
         return events
 
     def _tool_call(self, tool_call: dict[str, Any]) -> list[Event]:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
 from handlers.errors import ApiError
 from handlers.inference.canonical import Answer, Event, Request, TextDelta, ThinkingDelta, ToolCallDelta, ToolCallStart
 from handlers.inference.formats.chat.vocabulary import FINISH_REASONS, THINKING_GAP, VOCABULARY, usage
@@ -11,7 +13,12 @@ from handlers.inference.formats.common import DONE, StreamState, sse
 
 
 class StreamRenderer(StreamState):
-    """No `event:` lines: the OpenAI SDKs read bare `data:` frames. Reasoning goes in `reasoning_content` deltas."""
+    """No `event:` lines: the OpenAI SDKs read bare `data:` frames. Reasoning goes in `reasoning_content` deltas.
+
+    A chat upstream's chunk that carries only text (TextDelta.raw) is relayed as it came, with its id, created and
+    model rewritten in its bytes: the upstream's own fields (system_fingerprint, logprobs ...) reach the caller, and
+    nothing is encoded again. Every other chunk is rendered: the head is encoded once, each chunk only its choice.
+    """
 
     def __init__(self, answer: Answer, request: Request) -> None:
         super().__init__()
@@ -21,6 +28,9 @@ class StreamRenderer(StreamState):
             "created": answer.created,
             "model": answer.model,
         }
+        head = orjson.dumps(self._head)
+        self._prefix = b"data: " + head[:-1] + b',"choices":['  # a chunk up to its choice
+        self._heads: tuple[str, bytes] | None = None  # the upstream's chunks' head, and ours, once known
         self._include_usage = request.include_usage
         # Canonical tool-call index -> the chat index. The SDK keeps tool calls in a list, so they count from 0.
         self._calls: dict[int, int] = {}
@@ -47,7 +57,18 @@ class StreamRenderer(StreamState):
         return sse({"error": err.body()["error"]})
 
     def on_text(self, ev: TextDelta) -> bytes:
-        return self._chunk({"refusal" if ev.refusal else "content": ev.text}) if ev.text else b""
+        if not ev.text:
+            return b""
+        relayed = self._relayed(ev.raw) if ev.raw is not None and not ev.refusal else None
+        return relayed or self._chunk({"refusal" if ev.refusal else "content": ev.text})
+
+    def _relayed(self, raw: str) -> bytes | None:
+        """The upstream's chunk with our id, created and model in place of its own; None when it does not start with
+        them as the renderer writes them (then it is rendered)."""
+        if self._heads is None:
+            self._heads = _heads(raw, self._head)
+        theirs, ours = self._heads
+        return b"data: " + ours + raw[len(theirs):].encode() + b"\n\n" if theirs and raw.startswith(theirs) else None
 
     def on_thinking(self, ev: ThinkingDelta) -> bytes:
         if not ev.text:
@@ -77,4 +98,12 @@ class StreamRenderer(StreamState):
 
     def _chunk(self, delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
         choice = {"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}
-        return sse({**self._head, "choices": [choice]})
+        return self._prefix + orjson.dumps(choice) + b"]}\n\n"
+
+
+def _heads(raw: str, head: dict[str, Any]) -> tuple[str, bytes]:
+    """How an upstream's chunks (this one, and the rest of its stream) start when they say id, object, created and
+    model first, as the renderer writes them; and how ours start. ("", ...) when this one does not."""
+    chunk = orjson.loads(raw)
+    theirs = orjson.dumps({key: chunk.get(key) for key in head})[:-1].decode()  # '{"id":...,"model":"up"'
+    return theirs if raw.startswith(theirs) and chunk.get("object") == head["object"] else "", orjson.dumps(head)[:-1]

@@ -156,6 +156,8 @@ class UpstreamReader:
                 unread("messages", "event", kind)
             return []
         events = handler(self, payload)
+        if kind == "content_block_delta" and len(events) == 1 and isinstance(events[0], TextDelta):
+            events[0].raw = data  # a Messages caller may get it as it came (stream.py checks its bytes)
         if events and self._early is not None:
             # Not at message_start itself: a stream that fails before any content has not started, and falls back.
             events.insert(0, UsageReport(self._early))

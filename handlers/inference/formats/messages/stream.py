@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
 from handlers.errors import ApiError
 from handlers.inference.canonical import (
     Answer,
@@ -90,7 +92,14 @@ class StreamRenderer(StreamState):
             return out + self._delta({"type": "citations_delta", "citation": ev.citation})
         if not ev.text:
             return b""
-        out = b"" if self._text_open else self._begin(text_block(""))
+        if self._text_open:
+            self._said = True
+            prefix = _TEXT_DELTA % self._open
+            if ev.raw is not None and ev.raw.startswith(prefix) and ev.raw.endswith("}}"):
+                # An Anthropic upstream's delta of this very block, in our words and order: relayed as it came.
+                return b"event: content_block_delta\ndata: " + ev.raw.encode() + b"\n\n"
+            return b"event: content_block_delta\ndata: " + prefix.encode() + orjson.dumps(ev.text) + b"}}\n\n"
+        out = self._begin(text_block(""))
         self._text_open = self._said = True
         return out + self._delta({"type": "text_delta", "text": ev.text})
 
@@ -168,6 +177,10 @@ class StreamRenderer(StreamState):
         index, self._open, self._text_open, self._thinking_open, self._signature = self._open, None, False, False, ""
         self._said = self._item_open = False
         return out + _frame("content_block_stop", {"index": index})
+
+
+# A text delta up to its text: what the renderer writes, and what an Anthropic upstream's delta it relays starts with.
+_TEXT_DELTA = '{"type":"content_block_delta","index":%d,"delta":{"type":"text_delta","text":'
 
 
 def _frame(kind: str, data: dict[str, Any]) -> bytes:
