@@ -37,7 +37,9 @@ pieces below; each names what it relies on and why it exists:
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import inspect
 from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
@@ -46,9 +48,12 @@ from typing import Any
 
 import connexion
 from connexion import context
+from connexion.context import _receive, _scope
 from connexion.apps.asynchronous import AsyncApi, AsyncOperation
 from connexion.datastructures import MediaTypeDict
 from connexion.decorators import StarletteDecorator
+from connexion.decorators.response import AsyncResponseDecorator
+from connexion.frameworks.starlette import Starlette as StarletteFramework
 from connexion.exceptions import ProblemException
 from connexion.lifecycle import ConnexionRequest, ConnexionResponse
 from connexion.middleware.context import ContextMiddleware
@@ -63,6 +68,8 @@ from connexion.options import SwaggerUIOptions
 from connexion.resolver import Resolver
 from connexion.uri_parsing import AbstractURIParser
 from connexion.validators import VALIDATOR_MAP, ParameterValidator
+from starlette.requests import Request
+from starlette.responses import Response
 from starlette.routing import Mount, Router
 
 from handlers.edge import paths
@@ -158,6 +165,27 @@ class _Operation(AsyncOperation):
     def fn(self) -> Callable[..., Any]:  # type: ignore[override]
         return _Decorator(pythonic_params=self.pythonic_params, jsonifier=self.jsonifier)(self._fn)
 
+    @functools.cached_property
+    def _takes_nothing(self) -> bool:
+        """A route function without parameters (no path or query parameter to pass) is called as it is."""
+        fn = inspect.unwrap(self._fn)
+        return asyncio.iscoroutinefunction(fn) and not inspect.signature(fn).parameters
+
+    @functools.cached_property
+    def _responses(self) -> AsyncResponseDecorator:
+        return AsyncResponseDecorator(framework=StarletteFramework, jsonifier=self.jsonifier)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if self._takes_nothing:
+            response = await self._fn()
+            if isinstance(response, ConnexionResponse):
+                response = StarletteFramework.connexion_to_framework_response(response)
+            elif not isinstance(response, Response):
+                response = self._responses.build_framework_response(response)  # what Connexion's decorator does
+        else:
+            response = await self.fn()
+        await response(scope, receive, send)
+
 
 class _Api(AsyncApi):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -166,6 +194,11 @@ class _Api(AsyncApi):
 
     def make_operation(self, operation: AbstractOperation) -> _Operation:
         return _Operation.from_operation(operation, pythonic_params=self.pythonic_params, jsonifier=self.jsonifier)
+
+
+def current_request() -> Request:
+    """The request of the operation being called (the scope and receive channel ContextMiddleware set)."""
+    return Request(_scope.get(), _receive.get())
 
 
 def build_connexion_app(spec: Path, *, resolve: Callable[[str], Callable[..., Any]], lifespan: Lifespan,
