@@ -22,6 +22,18 @@ pieces below; each names what it relies on and why it exists:
   first call and kept. They rely on `AsyncOperation._fn`, `BaseDecorator.decorate`, `BaseDecorator.uri_parser`
   (which reads `connexion.context.operation`, hence built on the first call) and `framework.get_request`. What the
   route function receives is unchanged: Connexion's own decorators still parse path and query parameters.
+- `_Operation.__call__` overrides `AsyncOperation.__call__`: a route function that takes no argument (no path or
+  query parameter; the generated routes read headers and body themselves) is awaited directly, without the
+  parameter decorator (`prep_kwargs`, a `deepcopy` of the query defaults per call) and the request Connexion builds
+  for it; what it returns is converted as `AsyncResponseDecorator` does. `current_request()` reads the context
+  variables `ContextMiddleware` sets (`connexion.context._scope`, `_receive`): `connexion.context.request` would build
+  a new request (and parse its headers again) on every attribute access.
+- `_Checking` replaces `RequestValidationMiddleware` (same checks, same order, same refusals): per request
+  Connexion builds two URI parsers, a parameter validator and a `MediaTypeDict` of the consumed types, all fixed
+  by the operation; `_CheckedOperation` makes them once. A body that a validator other than `_BodyParsedByRoute`
+  would read goes through Connexion's own `__call__`. It relies on `RequestValidationOperation`'s
+  `_operation`, `_validator_map`, `strict_validation`, `security_query_params`, `extract_content_type` and
+  `validate_mime_type`, and on `RequestValidationAPI.validator_map`.
 - `SwaggerUIOptions(serve_spec=False)`: Connexion would serve `/openapi.json` (and `/openapi.yaml`) from its
   resolved spec, every `$ref` inlined (middleware/swagger_ui.py `_spec_for_prefix`); the edge serves the bundled
   file instead (handlers/edge/middleware.py). Swagger UI's page still loads `{base_path}/openapi.json`.
@@ -59,7 +71,11 @@ from connexion.lifecycle import ConnexionRequest, ConnexionResponse
 from connexion.middleware.context import ContextMiddleware
 from connexion.middleware.exceptions import ExceptionMiddleware
 from connexion.middleware.lifespan import LifespanMiddleware
-from connexion.middleware.request_validation import RequestValidationMiddleware
+from connexion.middleware.request_validation import (
+    RequestValidationAPI,
+    RequestValidationMiddleware,
+    RequestValidationOperation,
+)
 from connexion.middleware.routing import RoutingMiddleware
 from connexion.middleware.server_error import ServerErrorMiddleware
 from connexion.middleware.swagger_ui import SwaggerUIMiddleware
@@ -110,12 +126,70 @@ class _Routing(RoutingMiddleware):
         _no_slash_redirects(self.router)
 
 
+class _CheckedOperation(RequestValidationOperation):
+    """Connexion's checks of parameters and content type, with what depends only on the operation (its parameter
+    validator and URI parser, the content types it consumes, whether a body validator runs) made once."""
+
+    _MIME_TYPES_KEPT = 16  # content types remembered per operation (they come from clients)
+
+    @functools.cached_property
+    def _parameters(self) -> ParameterValidator:
+        op = self._operation
+        return self._validator_map["parameter"](op.parameters, uri_parser=op.uri_parser_class(
+            op.parameters, op.body_definition()), strict_validation=self.strict_validation,
+            security_query_params=self.security_query_params)
+
+    @functools.cached_property
+    def _consumes(self) -> MediaTypeDict:
+        return MediaTypeDict([(c.lower(), None) for c in self._operation.consumes])
+
+    @functools.cached_property
+    def _body_left_alone(self) -> dict[str, bool]:
+        return {}
+
+    def validate_mime_type(self, mime_type: str) -> None:
+        if self._operation.consumes and mime_type.lower() not in self._consumes:
+            super().validate_mime_type(mime_type)  # raises Connexion's own refusal
+
+    def _leaves_body(self, mime_type: str) -> bool:
+        """Whether Connexion would leave this body alone: no schema, no validator, or the route's own parsing."""
+        known = self._body_left_alone.get(mime_type)
+        if known is None:
+            try:
+                validator = self._validator_map["body"][mime_type] if self._operation.body_schema(mime_type) else None
+            except KeyError:
+                validator = None
+            known = validator is None or validator is _BodyParsedByRoute
+            if len(self._body_left_alone) < self._MIME_TYPES_KEPT:
+                self._body_left_alone[mime_type] = known
+        return known
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        mime_type, _ = self.extract_content_type(scope["headers"])
+        if not self._leaves_body(mime_type):
+            await super().__call__(scope, receive, send)
+            return
+        self._parameters.validate(scope)
+        self.validate_mime_type(mime_type)
+        await self.next_app(scope, receive, send)
+
+
+class _CheckingApi(RequestValidationAPI):
+    def make_operation(self, operation: AbstractOperation) -> _CheckedOperation:
+        return _CheckedOperation(self.next_app, operation=operation, strict_validation=self.strict_validation,
+                                 validator_map=self.validator_map)
+
+
+class _Checking(RequestValidationMiddleware):
+    api_cls = _CheckingApi
+
+
 _MIDDLEWARES = [
     ServerErrorMiddleware,
     ExceptionMiddleware,
     _SwaggerUI,
     _Routing,
-    RequestValidationMiddleware,
+    _Checking,
     LifespanMiddleware,
     ContextMiddleware,
 ]
