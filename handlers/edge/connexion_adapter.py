@@ -34,6 +34,11 @@ pieces below; each names what it relies on and why it exists:
   would read goes through Connexion's own `__call__`. It relies on `RequestValidationOperation`'s
   `_operation`, `_validator_map`, `strict_validation`, `security_query_params`, `extract_content_type` and
   `validate_mime_type`, and on `RequestValidationAPI.validator_map`.
+- `_index` turns the router of the API mounted in `RoutingMiddleware` (`RoutingAPI.router`) into an
+  `_IndexedRouter` by assigning its class (Connexion builds it in `RoutingMiddleware.add_api`, with no hook for
+  the class): Starlette's `Router.app` tries every route's pattern on every request; this one tries only those
+  whose pattern matches the path. It relies on `Route.path_regex`, `Mount.path_regex`, `Router.middleware_stack`
+  being the router's own `app` when it has no middleware, and `starlette.routing.get_route_path`.
 - `SwaggerUIOptions(serve_spec=False)`: Connexion would serve `/openapi.json` (and `/openapi.yaml`) from its
   resolved spec, every `$ref` inlined (middleware/swagger_ui.py `_spec_for_prefix`); the edge serves the bundled
   file instead (handlers/edge/middleware.py). Swagger UI's page still loads `{base_path}/openapi.json`.
@@ -86,7 +91,7 @@ from connexion.uri_parsing import AbstractURIParser
 from connexion.validators import VALIDATOR_MAP, ParameterValidator
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Mount, Router
+from starlette.routing import BaseRoute, Match, Mount, Route, Router, get_route_path
 
 from handlers.edge import paths
 from handlers.errors import ApiError
@@ -124,6 +129,59 @@ class _Routing(RoutingMiddleware):
     def add_api(self, *args: Any, **kwargs: Any) -> None:
         super().add_api(*args, **kwargs)
         _no_slash_redirects(self.router)
+        for route in self.router.routes:
+            if isinstance(route, Mount) and type(route.app) is Router:
+                _index(route.app)
+
+
+_PATHS_KEPT = 4096  # request paths whose candidate routes are remembered (scanners send endless distinct paths)
+
+
+class _IndexedRouter(Router):
+    """A Router that tries only the routes whose pattern matches the request's path, in their order (found once per
+    path): the same first full match, or first partial one (a 405), as trying all of them; anything else goes to
+    Starlette's own `Router.app` (redirects are off, then its default)."""
+
+    _candidates: dict[str, list[BaseRoute]]
+
+    def _for(self, path: str) -> list[BaseRoute]:
+        found = self._candidates.get(path)
+        if found is None:
+            found = [r for r in self.routes if not isinstance(r, Route | Mount) or r.path_regex.match(path)]
+            if len(self._candidates) < _PATHS_KEPT:
+                self._candidates[path] = found
+        return found
+
+    async def app(self, scope: Any, receive: Any, send: Any) -> None:  # type: ignore[override]
+        if scope["type"] != "http":
+            await super().app(scope, receive, send)
+            return
+        scope.setdefault("router", self)
+        partial = None
+        for route in self._for(get_route_path(scope)):
+            match, child_scope = route.matches(scope)
+            if match is Match.FULL:
+                scope["route"] = route
+                scope.update(child_scope)
+                await route.handle(scope, receive, send)
+                return
+            if match is Match.PARTIAL and partial is None:
+                partial, partial_scope = route, child_scope
+        if partial is not None:
+            scope["route"] = partial
+            scope.update(partial_scope)
+            await partial.handle(scope, receive, send)
+            return
+        await super().app(scope, receive, send)
+
+
+def _index(router: Router) -> None:
+    """Make one of Connexion's routers an _IndexedRouter (Connexion builds them; it has no hook for the class)."""
+    plain = router.middleware_stack == router.app  # no Starlette middleware around it: its stack is its app
+    router.__class__ = _IndexedRouter
+    router._candidates = {}  # type: ignore[attr-defined]
+    if plain:
+        router.middleware_stack = router.app
 
 
 class _CheckedOperation(RequestValidationOperation):
