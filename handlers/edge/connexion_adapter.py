@@ -64,7 +64,7 @@ from pathlib import Path
 from typing import Any
 
 import connexion
-from connexion import context
+from connexion import context, utils
 from connexion.context import _receive, _scope
 from connexion.apps.asynchronous import AsyncApi, AsyncOperation
 from connexion.datastructures import MediaTypeDict
@@ -221,6 +221,14 @@ class _CheckedOperation(RequestValidationOperation):
             if len(self._body_left_alone) < self._MIME_TYPES_KEPT:
                 self._body_left_alone[mime_type] = known
         return known
+
+    def extract_content_type(self, headers: list[tuple[bytes, bytes]]) -> tuple[str, str]:
+        # connexion.utils.extract_content_type, which also takes dicts, builds a typing alias on every call
+        content_type = next((v.decode("latin-1") for k, v in headers if k.lower() == b"content-type"), None)
+        mime_type, encoding = utils.split_content_type(content_type)
+        if mime_type is None:
+            mime_type = self._operation.consumes[0] if self._operation.consumes else "application/octet-stream"
+        return mime_type, encoding or "utf-8"
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         mime_type, _ = self.extract_content_type(scope["headers"])
