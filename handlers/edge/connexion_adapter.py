@@ -65,13 +65,13 @@ from typing import Any
 
 import connexion
 from connexion import context, utils
-from connexion.context import _receive, _scope
 from connexion.apps.asynchronous import AsyncApi, AsyncOperation
+from connexion.context import _receive, _scope
 from connexion.datastructures import MediaTypeDict
 from connexion.decorators import StarletteDecorator
 from connexion.decorators.response import AsyncResponseDecorator
-from connexion.frameworks.starlette import Starlette as StarletteFramework
 from connexion.exceptions import ProblemException
+from connexion.frameworks.starlette import Starlette as StarletteFramework
 from connexion.lifecycle import ConnexionRequest, ConnexionResponse
 from connexion.middleware.context import ContextMiddleware
 from connexion.middleware.exceptions import ExceptionMiddleware

@@ -9,8 +9,8 @@ schema names."""
 from __future__ import annotations
 
 import asyncio
-import re
 import os
+import re
 import time
 from typing import Any
 
