@@ -45,12 +45,22 @@ def main(argv: list[str] | None = None) -> int:
                                 "--pid", str(gateway.proc.pid)])
         result = run_cell(gateway, args.scenario, args.conns, args.seconds + 2, "wrk", workdir)
         spy.wait(timeout=args.seconds + 60)
+        _scrub(args.output, {str(workdir): "WORKDIR", str(REPO): "."})
         print(f"{args.scenario} c{args.conns}: {result.rps:.0f} req/s while sampled, {result.errors} errors; "
               f"{args.output}")
         return spy.returncode
     finally:
         stop_all()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _scrub(path: Path, names: dict[str, str]) -> None:
+    """The gateway's command line (in the graph's title) without this machine's directories."""
+    if path.exists():
+        text = path.read_text(errors="replace")
+        for long, short in names.items():
+            text = text.replace(long, short)
+        path.write_text(text)
 
 
 if __name__ == "__main__":
