@@ -22,6 +22,23 @@ pieces below; each names what it relies on and why it exists:
   first call and kept. They rely on `AsyncOperation._fn`, `BaseDecorator.decorate`, `BaseDecorator.uri_parser`
   (which reads `connexion.context.operation`, hence built on the first call) and `framework.get_request`. What the
   route function receives is unchanged: Connexion's own decorators still parse path and query parameters.
+- `_Operation.__call__` overrides `AsyncOperation.__call__`: a route function that takes no argument (no path or
+  query parameter; the generated routes read headers and body themselves) is awaited directly, without the
+  parameter decorator (`prep_kwargs`, a `deepcopy` of the query defaults per call) and the request Connexion builds
+  for it; what it returns is converted as `AsyncResponseDecorator` does. `current_request()` reads the context
+  variables `ContextMiddleware` sets (`connexion.context._scope`, `_receive`): `connexion.context.request` would build
+  a new request (and parse its headers again) on every attribute access.
+- `_Checking` replaces `RequestValidationMiddleware` (same checks, same order, same refusals): per request
+  Connexion builds two URI parsers, a parameter validator and a `MediaTypeDict` of the consumed types, all fixed
+  by the operation; `_CheckedOperation` makes them once. A body that a validator other than `_BodyParsedByRoute`
+  would read goes through Connexion's own `__call__`. It relies on `RequestValidationOperation`'s
+  `_operation`, `_validator_map`, `strict_validation`, `security_query_params`, `extract_content_type` and
+  `validate_mime_type`, and on `RequestValidationAPI.validator_map`.
+- `_index` turns the router of the API mounted in `RoutingMiddleware` (`RoutingAPI.router`) into an
+  `_IndexedRouter` by assigning its class (Connexion builds it in `RoutingMiddleware.add_api`, with no hook for
+  the class): Starlette's `Router.app` tries every route's pattern on every request; this one tries only those
+  whose pattern matches the path. It relies on `Route.path_regex`, `Mount.path_regex`, `Router.middleware_stack`
+  being the router's own `app` when it has no middleware, and `starlette.routing.get_route_path`.
 - `SwaggerUIOptions(serve_spec=False)`: Connexion would serve `/openapi.json` (and `/openapi.yaml`) from its
   resolved spec, every `$ref` inlined (middleware/swagger_ui.py `_spec_for_prefix`); the edge serves the bundled
   file instead (handlers/edge/middleware.py). Swagger UI's page still loads `{base_path}/openapi.json`.
@@ -37,7 +54,9 @@ pieces below; each names what it relies on and why it exists:
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import inspect
 from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
@@ -45,16 +64,23 @@ from pathlib import Path
 from typing import Any
 
 import connexion
-from connexion import context
+from connexion import context, utils
 from connexion.apps.asynchronous import AsyncApi, AsyncOperation
+from connexion.context import _receive, _scope
 from connexion.datastructures import MediaTypeDict
 from connexion.decorators import StarletteDecorator
+from connexion.decorators.response import AsyncResponseDecorator
 from connexion.exceptions import ProblemException
+from connexion.frameworks.starlette import Starlette as StarletteFramework
 from connexion.lifecycle import ConnexionRequest, ConnexionResponse
 from connexion.middleware.context import ContextMiddleware
 from connexion.middleware.exceptions import ExceptionMiddleware
 from connexion.middleware.lifespan import LifespanMiddleware
-from connexion.middleware.request_validation import RequestValidationMiddleware
+from connexion.middleware.request_validation import (
+    RequestValidationAPI,
+    RequestValidationMiddleware,
+    RequestValidationOperation,
+)
 from connexion.middleware.routing import RoutingMiddleware
 from connexion.middleware.server_error import ServerErrorMiddleware
 from connexion.middleware.swagger_ui import SwaggerUIMiddleware
@@ -63,7 +89,9 @@ from connexion.options import SwaggerUIOptions
 from connexion.resolver import Resolver
 from connexion.uri_parsing import AbstractURIParser
 from connexion.validators import VALIDATOR_MAP, ParameterValidator
-from starlette.routing import Mount, Router
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Match, Mount, Route, Router, get_route_path
 
 from handlers.edge import paths
 from handlers.errors import ApiError
@@ -101,6 +129,125 @@ class _Routing(RoutingMiddleware):
     def add_api(self, *args: Any, **kwargs: Any) -> None:
         super().add_api(*args, **kwargs)
         _no_slash_redirects(self.router)
+        for route in self.router.routes:
+            if isinstance(route, Mount) and type(route.app) is Router:
+                _index(route.app)
+
+
+_PATHS_KEPT = 4096  # request paths whose candidate routes are remembered (scanners send endless distinct paths)
+
+
+class _IndexedRouter(Router):
+    """A Router that tries only the routes whose pattern matches the request's path, in their order (found once per
+    path): the same first full match, or first partial one (a 405), as trying all of them; anything else goes to
+    Starlette's own `Router.app` (redirects are off, then its default)."""
+
+    _candidates: dict[str, list[BaseRoute]]
+
+    def _for(self, path: str) -> list[BaseRoute]:
+        found = self._candidates.get(path)
+        if found is None:
+            found = [r for r in self.routes if not isinstance(r, Route | Mount) or r.path_regex.match(path)]
+            if len(self._candidates) < _PATHS_KEPT:
+                self._candidates[path] = found
+        return found
+
+    async def app(self, scope: Any, receive: Any, send: Any) -> None:  # type: ignore[override]
+        if scope["type"] != "http":
+            await super().app(scope, receive, send)
+            return
+        scope.setdefault("router", self)
+        partial = None
+        for route in self._for(get_route_path(scope)):
+            match, child_scope = route.matches(scope)
+            if match is Match.FULL:
+                scope["route"] = route
+                scope.update(child_scope)
+                await route.handle(scope, receive, send)
+                return
+            if match is Match.PARTIAL and partial is None:
+                partial, partial_scope = route, child_scope
+        if partial is not None:
+            scope["route"] = partial
+            scope.update(partial_scope)
+            await partial.handle(scope, receive, send)
+            return
+        await super().app(scope, receive, send)
+
+
+def _index(router: Router) -> None:
+    """Make one of Connexion's routers an _IndexedRouter (Connexion builds them; it has no hook for the class)."""
+    plain = router.middleware_stack == router.app  # no Starlette middleware around it: its stack is its app
+    router.__class__ = _IndexedRouter
+    router._candidates = {}  # type: ignore[attr-defined]
+    if plain:
+        router.middleware_stack = router.app
+
+
+class _CheckedOperation(RequestValidationOperation):
+    """Connexion's checks of parameters and content type, with what depends only on the operation (its parameter
+    validator and URI parser, the content types it consumes, whether a body validator runs) made once."""
+
+    _MIME_TYPES_KEPT = 16  # content types remembered per operation (they come from clients)
+
+    @functools.cached_property
+    def _parameters(self) -> ParameterValidator:
+        op = self._operation
+        return self._validator_map["parameter"](op.parameters, uri_parser=op.uri_parser_class(
+            op.parameters, op.body_definition()), strict_validation=self.strict_validation,
+            security_query_params=self.security_query_params)
+
+    @functools.cached_property
+    def _consumes(self) -> MediaTypeDict:
+        return MediaTypeDict([(c.lower(), None) for c in self._operation.consumes])
+
+    @functools.cached_property
+    def _body_left_alone(self) -> dict[str, bool]:
+        return {}
+
+    def validate_mime_type(self, mime_type: str) -> None:
+        if self._operation.consumes and mime_type.lower() not in self._consumes:
+            super().validate_mime_type(mime_type)  # raises Connexion's own refusal
+
+    def _leaves_body(self, mime_type: str) -> bool:
+        """Whether Connexion would leave this body alone: no schema, no validator, or the route's own parsing."""
+        known = self._body_left_alone.get(mime_type)
+        if known is None:
+            try:
+                validator = self._validator_map["body"][mime_type] if self._operation.body_schema(mime_type) else None
+            except KeyError:
+                validator = None
+            known = validator is None or validator is _BodyParsedByRoute
+            if len(self._body_left_alone) < self._MIME_TYPES_KEPT:
+                self._body_left_alone[mime_type] = known
+        return known
+
+    def extract_content_type(self, headers: list[tuple[bytes, bytes]]) -> tuple[str, str]:
+        # connexion.utils.extract_content_type, which also takes dicts, builds a typing alias on every call
+        content_type = next((v.decode("latin-1") for k, v in headers if k.lower() == b"content-type"), None)
+        mime_type, encoding = utils.split_content_type(content_type)
+        if mime_type is None:
+            mime_type = self._operation.consumes[0] if self._operation.consumes else "application/octet-stream"
+        return mime_type, encoding or "utf-8"
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        mime_type, _ = self.extract_content_type(scope["headers"])
+        if not self._leaves_body(mime_type):
+            await super().__call__(scope, receive, send)
+            return
+        self._parameters.validate(scope)
+        self.validate_mime_type(mime_type)
+        await self.next_app(scope, receive, send)
+
+
+class _CheckingApi(RequestValidationAPI):
+    def make_operation(self, operation: AbstractOperation) -> _CheckedOperation:
+        return _CheckedOperation(self.next_app, operation=operation, strict_validation=self.strict_validation,
+                                 validator_map=self.validator_map)
+
+
+class _Checking(RequestValidationMiddleware):
+    api_cls = _CheckingApi
 
 
 _MIDDLEWARES = [
@@ -108,7 +255,7 @@ _MIDDLEWARES = [
     ExceptionMiddleware,
     _SwaggerUI,
     _Routing,
-    RequestValidationMiddleware,
+    _Checking,
     LifespanMiddleware,
     ContextMiddleware,
 ]
@@ -158,6 +305,27 @@ class _Operation(AsyncOperation):
     def fn(self) -> Callable[..., Any]:  # type: ignore[override]
         return _Decorator(pythonic_params=self.pythonic_params, jsonifier=self.jsonifier)(self._fn)
 
+    @functools.cached_property
+    def _takes_nothing(self) -> bool:
+        """A route function without parameters (no path or query parameter to pass) is called as it is."""
+        fn = inspect.unwrap(self._fn)
+        return asyncio.iscoroutinefunction(fn) and not inspect.signature(fn).parameters
+
+    @functools.cached_property
+    def _responses(self) -> AsyncResponseDecorator:
+        return AsyncResponseDecorator(framework=StarletteFramework, jsonifier=self.jsonifier)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if self._takes_nothing:
+            response = await self._fn()
+            if isinstance(response, ConnexionResponse):
+                response = StarletteFramework.connexion_to_framework_response(response)
+            elif not isinstance(response, Response):
+                response = self._responses.build_framework_response(response)  # what Connexion's decorator does
+        else:
+            response = await self.fn()
+        await response(scope, receive, send)
+
 
 class _Api(AsyncApi):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -166,6 +334,11 @@ class _Api(AsyncApi):
 
     def make_operation(self, operation: AbstractOperation) -> _Operation:
         return _Operation.from_operation(operation, pythonic_params=self.pythonic_params, jsonifier=self.jsonifier)
+
+
+def current_request() -> Request:
+    """The request of the operation being called (the scope and receive channel ContextMiddleware set)."""
+    return Request(_scope.get(), _receive.get())
 
 
 def build_connexion_app(spec: Path, *, resolve: Callable[[str], Callable[..., Any]], lifespan: Lifespan,

@@ -14,11 +14,12 @@ from typing import Any, TypeVar
 
 import pydantic
 import pydantic_core
-from connexion.lifecycle import ConnexionRequest
+from starlette.requests import Request
 
 from generated import errors as codes
 from handlers import gateway
 from handlers.administration.auth import DEFAULT_CREDENTIALS, Credentials, Principal, secret_from
+from handlers.edge.connexion_adapter import current_request
 from handlers.errors import ApiError, bad_request, validation_error
 
 M = TypeVar("M", bound=pydantic.BaseModel)
@@ -28,14 +29,23 @@ INT_MIN, INT_MAX = -(2**63), 2**64 - 1
 _UTF8_BOM = b"\xef\xbb\xbf"
 
 
-async def authenticate(request: ConnexionRequest, scope: str, credentials: Credentials = DEFAULT_CREDENTIALS
-                       ) -> Principal:
+def request() -> Request:
+    """The request being served, made once per operation call (its headers, query and body are then read once)."""
+    return current_request()
+
+
+async def authenticate(request: Request, scope: str, credentials: Credentials = DEFAULT_CREDENTIALS) -> Principal:
     """The relay key from the first of `credentials` (the operation's security schemes, in order) the request has."""
-    secret = secret_from(credentials, request.headers, request.query_params)
+    # The query string is parsed only for an operation that takes its key there.
+    query = request.query_params if any(where == "query" for where, _ in credentials) else _NO_QUERY
+    secret = secret_from(credentials, request.headers, query)
     return await gateway.current().keys.authenticate(secret, scope)
 
 
-async def parse_body(request: ConnexionRequest, model: type[M], required: bool = True) -> M:
+_NO_QUERY: dict[str, str] = {}
+
+
+async def parse_body(request: Request, model: type[M], required: bool = True) -> M:
     """The body as its generated model; an empty one, where the spec does not require a body, is the defaults."""
     encoding = request.headers.get("content-encoding", "identity").strip().lower()
     if encoding not in ("", "identity"):

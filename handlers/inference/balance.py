@@ -41,15 +41,19 @@ def expand(plan: Plan, catalog: Catalog, state: Deployments, req: Request) -> Pl
     verdict and says how it was picked; the others are fallbacks ("another deployment of ...")."""
     rows: list[Candidate] = []
     remembered = None
+    expanded = False
     for c in plan.candidates:
         deployments = catalog.deployments(c.model)
         if c.verdict == "skipped" or len(deployments) == 1:
             rows.append(c)
             continue
+        expanded = True
         ordered, how, kept = _arrange(c.model, deployments, state, req)
         remembered = remembered or kept
         rows.append(dataclasses.replace(c, model=ordered[0], reason=f"{c.reason}; {how}"))
         rows += [Candidate(d, "fallback", f"another deployment of {c.model.id}") for d in ordered[1:]]
+    if not expanded and plan.remembered is None:
+        return plan  # one deployment each: the same plan (a replace() per request costs more than the routing)
     return dataclasses.replace(plan, candidates=tuple(rows), remembered=remembered)
 
 

@@ -29,31 +29,44 @@ log = logging.getLogger("specway.decisions")
 
 
 def record(plan: Plan, trace: Trace, note: str = "", revision: str | None = None) -> models.Decision:
-    """What GET /v1/route/explain returns for the request; `note` ends its explanation, `revision` is the
-    configuration's (handlers/config.py revision). Built by the writer (or by explain while the record is pending),
-    never on the request's path: the Plan and the Trace are final once the request is over."""
+    """What GET /v1/route/explain returns for the request, as its generated model; `note` ends its explanation,
+    `revision` is the configuration's (handlers/config.py revision). The writer stores `stored()`, the same fields."""
+    made = stored(plan, trace, note, revision)
+    pricing = made["pricing"]
+    return models.Decision.model_construct(**{
+        **made,
+        "candidates": [models.DecisionCandidate.model_construct(**c) for c in made["candidates"]],
+        "affinity": affinity_of(plan),
+        "attempts": [models.DecisionAttempt.model_construct(**a) for a in made["attempts"]],
+        "usage": None if made["usage"] is None else models.DecisionUsage.model_construct(**made["usage"]),
+        "pricing": None if pricing is None else models.DecisionPricing.model_construct(
+            **{**pricing, "sources": models.PriceSources(**pricing["sources"])}),
+    })
+
+
+def stored(plan: Plan, trace: Trace, note: str = "", revision: str | None = None) -> dict[str, Any]:
+    """The record as it is stored: record()'s model_dump(), built as plain values (a record is made for every
+    request, and no model is needed on the way to the store). Built by the writer (or by explain while the record is
+    pending), never on the request's path: the Plan and the Trace are final once the request is over."""
     u = trace.usage
-    return models.Decision.model_construct(
-        id=plan.id, object="route.decision", created_at=plan.created.isoformat(), key_id=plan.key.id,
-        workspace_id=plan.key.workspace_id, format=plan.format, requested_model=plan.requested, effort=plan.effort,
-        policy=plan.policy, stream=plan.stream,
-        candidates=[models.DecisionCandidate.model_construct(model=c.model.id, upstream=c.model.upstream,
-                                                             deployment=c.model.deployment, verdict=c.verdict,
-                                                             reason=c.reason)
-                    for c in plan.candidates],
-        max_cost=max_cost_of(plan), stepped_down=plan.stepped_down, affinity=affinity_of(plan),
-        attempts=[models.DecisionAttempt.model_construct(model=a.model, upstream=a.upstream, deployment=a.deployment,
-                                                         retry=a.retry, status=a.status, error=a.error,
-                                                         latency_ms=a.latency_ms)
-                  for a in trace.attempts],
-        model=trace.answered.id if trace.answered else None,
-        usage=None if u is None else models.DecisionUsage.model_construct(
-            input_tokens=u.input_tokens, output_tokens=u.output_tokens, cached_input_tokens=u.cached_input_tokens,
-            cache_write_tokens=u.cache_write_tokens, reasoning_tokens=u.reasoning_tokens),
-        usage_estimated=trace.usage_estimated, cost=trace.cost, outcome=trace.outcome,
-        pricing=_pricing(trace), explanation=explanation(plan, trace) + note, config_revision=revision,
-        left_out=trace.left_out,
-    )
+    return {
+        "id": plan.id, "object": "route.decision", "created_at": plan.created.isoformat(), "key_id": plan.key.id,
+        "workspace_id": plan.key.workspace_id, "format": plan.format, "requested_model": plan.requested,
+        "effort": plan.effort, "policy": plan.policy, "stream": plan.stream,
+        "candidates": [{"model": c.model.id, "upstream": c.model.upstream, "deployment": c.model.deployment,
+                        "verdict": c.verdict, "reason": c.reason} for c in plan.candidates],
+        "max_cost": max_cost_of(plan), "stepped_down": plan.stepped_down, "affinity": _affinity(plan),
+        "attempts": [{"model": a.model, "upstream": a.upstream, "deployment": a.deployment, "retry": a.retry,
+                      "status": a.status, "error": a.error, "latency_ms": a.latency_ms} for a in trace.attempts],
+        "model": trace.answered.id if trace.answered else None,
+        "usage": None if u is None else {
+            "input_tokens": u.input_tokens, "output_tokens": u.output_tokens,
+            "cached_input_tokens": u.cached_input_tokens, "cache_write_tokens": u.cache_write_tokens,
+            "reasoning_tokens": u.reasoning_tokens},
+        "usage_estimated": trace.usage_estimated, "cost": trace.cost, "pricing": _pricing(trace),
+        "outcome": trace.outcome, "explanation": explanation(plan, trace) + note, "config_revision": revision,
+        "left_out": list(trace.left_out),
+    }
 
 
 def max_cost_of(plan: Plan) -> str | None:
@@ -62,23 +75,26 @@ def max_cost_of(plan: Plan) -> str | None:
 
 def affinity_of(plan: Plan) -> models.DecisionAffinity | None:
     """How the plan's conversation was told apart, and whether affinity decided its deployment."""
+    found = _affinity(plan)
+    return None if found is None else models.DecisionAffinity.model_construct(**found)
+
+
+def _affinity(plan: Plan) -> dict[str, Any] | None:
     if plan.session is None:
         return None
     chosen = next((c for c in plan.candidates if c.verdict == "chosen"), None)
     decided = plan.remembered is not None and chosen is not None and chosen.model.deployment == plan.remembered
-    return models.DecisionAffinity.model_construct(source=plan.session.source, deployment=plan.remembered,
-                                                   decided=decided)
+    return {"source": plan.session.source, "deployment": plan.remembered, "decided": decided}
 
 
-def _pricing(trace: Trace) -> models.DecisionPricing | None:
+def _pricing(trace: Trace) -> dict[str, Any] | None:
     """The prices the answering model's cost was reckoned at (its tier's, for the request's length), and whence."""
     model = trace.answered
     if model is None or trace.cost is None:
         return None
     prices = model.prices_at((trace.usage.input_tokens or 0) if trace.usage else 0)
-    return models.DecisionPricing.model_construct(
-        **{f: str(p) for f, p in zip(_PRICES, prices, strict=True)},
-        sources=models.PriceSources(**{f: model.source(f) for f in _PRICES}))
+    return {**{f: str(p) for f, p in zip(_PRICES, prices, strict=True)},
+            "sources": {f: model.source(f) for f in _PRICES}}
 
 
 def explanation(plan: Plan, trace: Trace) -> str:
@@ -171,7 +187,7 @@ class Recorder:
     def _made(self, made: tuple[Plan, Trace, str, str | None]) -> dict[str, Any]:
         """A pending request's record, as stored."""
         plan, trace, note, revision = made
-        return record(plan, trace, note, revision).model_dump()
+        return stored(plan, trace, note, revision)
 
     def start(self) -> None:
         self._pruner.start()

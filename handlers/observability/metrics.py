@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hmac
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client import multiprocess as _multiprocess
@@ -58,29 +58,45 @@ _REFUSAL_CODES = {codes.RATE_LIMIT_EXCEEDED.name: "rate_limit", codes.BUDGET_EXC
                   codes.INSUFFICIENT_CREDIT.name: "credit"}
 
 
+_CHILDREN_KEPT = 10_000  # label sets remembered (they come from the config: routes, models, upstreams, outcomes)
+_children: dict[tuple[object, tuple[str, ...]], Any] = {}
+
+
+def child(metric: Any, *values: str) -> Any:
+    """`metric.labels(*values)`, looked up once: labels() takes a lock and rebuilds the label tuple on every call,
+    several times per request. Values must be strings (labels() would str() them)."""
+    key = (metric, values)
+    found = _children.get(key)
+    if found is None:
+        found = metric.labels(*values)
+        if len(_children) < _CHILDREN_KEPT:
+            _children[key] = found
+    return found
+
+
 def observe(plan: Plan, trace: Trace, seconds: float) -> None:
     """Everything one routed request says, once it is over."""
     model = trace.answered.id if trace.answered else "none"
-    INFERENCE.labels(plan.format, model, trace.outcome).inc()
+    child(INFERENCE, plan.format, model, trace.outcome).inc()
     if trace.outcome in _REFUSAL_CODES:
-        REFUSALS.labels(_REFUSAL_CODES[trace.outcome]).inc()
+        child(REFUSALS, _REFUSAL_CODES[trace.outcome]).inc()
     upstream_time = 0.0
     for attempt in trace.attempts:
         upstream_time += attempt.latency_ms / 1000
-        UPSTREAM.labels(attempt.upstream, attempt.model, str(attempt.status or attempt.failure)
-                        ).observe(attempt.latency_ms / 1000)
+        child(UPSTREAM, attempt.upstream, attempt.model, str(attempt.status or attempt.failure)
+              ).observe(attempt.latency_ms / 1000)
     for attempt in trace.attempts[:-1] if trace.answered else []:
-        FALLBACKS.labels(attempt.upstream).inc()
+        child(FALLBACKS, attempt.upstream).inc()
     if not plan.stream and trace.outcome == "ok":
-        OVERHEAD.labels(plan.format).observe(max(0.0, seconds - upstream_time))
+        child(OVERHEAD, plan.format).observe(max(0.0, seconds - upstream_time))
     if trace.usage is not None and trace.answered is not None:
-        TOKENS.labels(model, "input").inc(trace.usage.input_tokens or 0)
-        TOKENS.labels(model, "output").inc(trace.usage.output_tokens or 0)
-        TOKENS.labels(model, "cached_input").inc(trace.usage.cached_input_tokens or 0)
-        TOKENS.labels(model, "cache_write").inc(trace.usage.cache_write_tokens or 0)
-        TOKENS.labels(model, "reasoning_output").inc(trace.usage.reasoning_tokens or 0)
+        child(TOKENS, model, "input").inc(trace.usage.input_tokens or 0)
+        child(TOKENS, model, "output").inc(trace.usage.output_tokens or 0)
+        child(TOKENS, model, "cached_input").inc(trace.usage.cached_input_tokens or 0)
+        child(TOKENS, model, "cache_write").inc(trace.usage.cache_write_tokens or 0)
+        child(TOKENS, model, "reasoning_output").inc(trace.usage.reasoning_tokens or 0)
     if trace.cost is not None:
-        COST.labels(model).inc(float(trace.cost))
+        child(COST, model).inc(float(trace.cost))
 
 
 def exposition() -> tuple[bytes, str]:
