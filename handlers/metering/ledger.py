@@ -64,7 +64,9 @@ class Lease:
 
 
 class PaidRecords(Protocol):
-    def paid(self, lease: object) -> list[dict[str, Any]]: ...
+    def paid(self, lease: object) -> list[str]: ...
+
+    async def made(self, ids: list[str]) -> list[dict[str, Any]]: ...
 
     def written(self, lease: object, ids: list[str]) -> None: ...
 
@@ -183,9 +185,10 @@ class Ledger:
         what was spent stays to be written."""
         # What its requests spent and their records, taken together (a settle and its record come with no await
         # between them): one transaction charges the one and writes the other.
-        spent, records = Decimal(0), []
+        spent, paid = Decimal(0), []
         if charge:
-            spent, records = lease.spent, self.records.paid(lease) if self.records is not None else []
+            spent, paid = lease.spent, self.records.paid(lease) if self.records is not None else []
+        records = await self.records.made(paid) if paid and self.records is not None else []
         wanted = lease.open or reopen  # else it is being given back: it keeps only what its requests hold
         size = money.LeaseSize(unit=lease.unit, requests=self._requests_for(lease) if wanted else 0,
                                minimum=self._minimum, share=self._share, grow_only=lease.open)

@@ -15,6 +15,8 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+from handlers.periodic import in_slices
+
 from . import usage
 from .base import (
     Books,
@@ -133,7 +135,7 @@ class SQLStore(SQLAccounts):
 
     async def sync_lease(self, report: LeaseReport, now: datetime, rule: LeaseRule,
                          records: Sequence[dict[str, Any]] = ()) -> LeaseGrant:
-        now = utc(now)
+        now, rows = utc(now), await in_slices(to_decision, records)  # encoded before the transaction: it is short
         async with self._tx() as tx:
             if records and self.usage_lock:  # first, as save_decisions takes it: no two orders of locks
                 await tx.execute(self.usage_lock)
@@ -146,7 +148,7 @@ class SQLStore(SQLAccounts):
             await self._write_books(tx, books)
             lease_id = await self._write_lease(tx, report, row, books, now)
             if records:
-                await self._save_decisions(tx, records, frozenset())
+                await self._save_decisions(tx, records, rows, frozenset())
         return LeaseGrant(lease_id, books.held, useful)
 
     async def heartbeat(self, now: datetime) -> None:
@@ -195,14 +197,16 @@ class SQLStore(SQLAccounts):
         to the hourly usage rollups (unless its id is `uncounted`), in the same transaction."""
         if not records:
             return
+        rows = await in_slices(to_decision, records)
         async with self._tx() as tx:
             if self.usage_lock:  # before reading which records exist: another writer's may not be committed yet
                 await tx.execute(self.usage_lock)
-            await self._save_decisions(tx, records, uncounted)
+            await self._save_decisions(tx, records, rows, uncounted)
 
-    async def _save_decisions(self, tx: Conn, records: Sequence[dict[str, Any]], uncounted: frozenset[str]) -> None:
-        """Under `usage_lock`: the records upserted, those new here added to the usage rollups (but `uncounted`)."""
-        rows = [to_decision(r) for r in records]
+    async def _save_decisions(self, tx: Conn, records: Sequence[dict[str, Any]], rows: list[tuple[Any, ...]],
+                              uncounted: frozenset[str]) -> None:
+        """Under `usage_lock`: the records (`rows`, their columns) upserted, those new here added to the usage rollups
+        (but `uncounted`)."""
         ids = [r[0] for r in rows]
         seen = {r["id"] for r in await tx.fetch(f"SELECT id FROM decisions WHERE id IN ({sql_marks(ids)})", *ids)}
         await tx.executemany(_SAVE_DECISION, rows)
