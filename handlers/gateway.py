@@ -24,8 +24,8 @@ from handlers.metering import money
 from handlers.metering.ledger import Ledger
 from handlers.metering.meter import Meter
 from handlers.metering.ratelimit import Limiter, MemoryLimiter, RedisLimiter
+from handlers.observability import looplag
 from handlers.observability.decisions import Recorder
-from handlers.observability.looplag import LoopLag
 from handlers.periodic import Periodic
 from handlers.serving.spend import Credits
 from handlers.store import open_store
@@ -80,7 +80,7 @@ class Gateway:
         self._audit_pruner = Periodic(self._prune_audit, _PRUNE_AUDIT_EVERY, "prune old audit entries")
         self.started_at = datetime.now(UTC).replace(microsecond=0)
         self.tracing: Tracing | None = None  # made at start when telemetry.otlp_endpoint is set
-        self.loop_lag = LoopLag()
+        self.loop_lag = looplag.LoopLag()
 
     def _stale_after(self) -> timedelta:
         """Longer than any request can live (its upstream's total timeout, then the drain at shutdown): a hold
@@ -145,6 +145,7 @@ class Gateway:
         self._heart.start()
         self._audit_pruner.start()
         self.loop_lag.start()
+        looplag.freeze_startup()
 
     async def write(self, final: bool = False) -> None:
         await self.ledger.flush(final)
@@ -170,8 +171,9 @@ class Gateway:
 
     async def stop(self) -> None:
         """Flush what is pending, then close; one step failing does not keep the others from running."""
-        await self._close(self.loop_lag.stop, self._heart.stop, self._reaper.stop, self._audit_pruner.stop, self.recorder.stop,
-                          self._drain, self._retire, self.keys.stop)
+        looplag.thaw()
+        await self._close(self.loop_lag.stop, self._heart.stop, self._reaper.stop, self._audit_pruner.stop,
+                          self.recorder.stop, self._drain, self._retire, self.keys.stop)
 
     async def _close(self, *first: Callable[[], Awaitable[object]]) -> None:
         steps = [*first, *(up.aclose for up in self.upstreams.values()), self.limiter.aclose, self.cooldowns.aclose,

@@ -42,15 +42,15 @@ def slow_writer(fake: FakeUpstream, tmp_path: Path) -> Iterator[Live]:
 def _lag(url: str) -> tuple[float, float]:
     """specway_event_loop_lag_seconds' (count, sum) from GET /metrics."""
     text = httpx.get(f"{url}/metrics").text
-    found = dict(re.findall(r"^specway_event_loop_lag_seconds_(count|sum) (\S+)$", text, re.M))
+    found = dict(re.findall(r"^specway_event_loop_lag_seconds_(count|sum) (\S+)$", text, re.MULTILINE))
     return float(found["count"]), float(found["sum"])
 
 
 def _post(url: str, key: str, model: str = BODY["model"]) -> float:
     """One request (priced unless told); its time from sending to the whole answer."""
     asked = time.perf_counter()
-    r = httpx.post(f"{url}/v1/chat/completions", json=BODY | {"model": model}, headers={"Authorization": f"Bearer {key}"},
-                   timeout=120)
+    headers = {"Authorization": f"Bearer {key}"}
+    r = httpx.post(f"{url}/v1/chat/completions", json=BODY | {"model": model}, headers=headers, timeout=120)
     assert r.status_code == 200, r.text
     return time.perf_counter() - asked
 
@@ -95,7 +95,7 @@ def test_the_loop_s_lag_is_observed(slow_writer: Live) -> None:
     before_count, before_sum = _lag(g.url)
 
     async def hold() -> None:
-        time.sleep(0.3)  # what a blocking call does to every request of the process
+        time.sleep(0.3)  # noqa: ASYNC251 - on purpose: what a blocking call does to every request of the process
 
     g.run(hold())
     deadline = time.monotonic() + 30
