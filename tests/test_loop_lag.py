@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gc
 import re
 import sqlite3
 import threading
@@ -103,3 +104,10 @@ def test_the_loop_s_lag_is_observed(slow_writer: Live) -> None:
         assert time.monotonic() < deadline, "the loop's lag was not observed"
         time.sleep(0.05)
     assert lag[1] - before_sum >= 0.3 - 0.05  # at least the stall, less the one tick it may have begun inside
+
+
+def test_what_startup_made_is_out_of_the_collector_s_sight_while_the_gateway_runs(fake: FakeUpstream,
+                                                                                tmp_path: Path) -> None:
+    with serve(gateway_config(fake, f"sqlite:///{tmp_path / 'f.db'}"), tmp_path):
+        assert gc.get_freeze_count() > 10_000  # the spec, the models, the catalog: a full pass does not walk them
+    assert gc.get_freeze_count() == 0  # stopped: collectable again

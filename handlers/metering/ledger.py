@@ -68,6 +68,8 @@ class PaidRecords(Protocol):
 
     async def made(self, ids: list[str]) -> list[dict[str, Any]]: ...
 
+    async def prepare(self, lease: object) -> None: ...
+
     def written(self, lease: object, ids: list[str]) -> None: ...
 
 
@@ -142,6 +144,8 @@ class Ledger:
             del self._settlements[reservation]
         idle_since = time.monotonic() - _IDLE_FLUSHES * self.flush_seconds
         for key_id, lease in list(self._leases.items()):
+            if self.records is not None:
+                await self.records.prepare(lease)  # its records built outside its lock, which requests may wait on
             async with lease.lock:
                 if final or lease.drawn_at < idle_since:
                     lease.open = False

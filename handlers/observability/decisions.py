@@ -146,6 +146,7 @@ class Recorder:
         # The pending records whose cost a lease holds, by lease: the ledger writes them with the lease's charge.
         self._paid: dict[object, dict[str, None]] = {}
         self._uncounted: set[str] = set()  # pending records that are no inference (token counts): not in usage
+        self._prepared: dict[str, dict[str, Any]] = {}  # paid records already built for their lease's next sync
         self._flushing = asyncio.Lock()
         self.wake = lambda: None  # the writer's, set by the gateway: a full batch is waiting
         self._pruner = Periodic(self.prune, _PRUNE_EVERY, "prune old decision records")
@@ -185,14 +186,26 @@ class Recorder:
         return list(self._paid.get(lease, ()))
 
     async def made(self, ids: list[str]) -> list[dict[str, Any]]:
-        """Pending records as stored, built a slice at a time (a batch of thousands must not hold the loop)."""
-        return await in_slices(self._made, [self._pending[i] for i in ids])
+        """Pending records as stored, built a slice at a time (a batch of thousands must not hold the loop), or as
+        prepare() built them."""
+        return await in_slices(self._stored, ids)
+
+    def _stored(self, decision_id: str) -> dict[str, Any]:
+        return self._prepared.pop(decision_id, None) or self._made(self._pending[decision_id])
+
+    async def prepare(self, lease: object) -> None:
+        """Build the records of `lease` now, before its sync takes the lease's lock: requests that find the lease
+        dry wait on that lock, so the sync holds it for its transaction only."""
+        ids = [i for i in self._paid.get(lease, ()) if i not in self._prepared]
+        built = await in_slices(self._made, [self._pending[i] for i in ids])
+        self._prepared.update((i, r) for i, r in zip(ids, built, strict=True) if i in self._pending)
 
     def written(self, lease: object, ids: list[str]) -> None:
         """A sync of `lease` wrote these records of it."""
         paid = self._paid.get(lease, {})
         for i in ids:
             self._pending.pop(i, None)
+            self._prepared.pop(i, None)
             paid.pop(i, None)
         if not paid:
             self._paid.pop(lease, None)
