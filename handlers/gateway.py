@@ -23,6 +23,7 @@ from handlers.metering import money
 from handlers.metering.ledger import Ledger
 from handlers.metering.meter import Meter
 from handlers.metering.ratelimit import Limiter, MemoryLimiter, RedisLimiter
+from handlers.observability import looplag
 from handlers.observability.decisions import Recorder
 from handlers.periodic import Periodic
 from handlers.reloading import Reloads, Setup
@@ -81,6 +82,7 @@ class Gateway:
         self._audit_pruner = Periodic(self._prune_audit, _PRUNE_AUDIT_EVERY, "prune old audit entries")
         self.started_at = datetime.now(UTC).replace(microsecond=0)
         self.tracing: Tracing | None = None  # made at start when telemetry.otlp_endpoint is set
+        self.loop_lag = looplag.LoopLag()
 
     @property
     def setup(self) -> Setup:
@@ -120,7 +122,7 @@ class Gateway:
         setup.users -= 1
         if setup.retired and not setup.users and setup in self._retiring:
             self._retiring.discard(setup)
-            self._reloads.close_later(setup.only_mine(self._setup))
+            self._reloads.retire(setup.only_mine(self._setup))
 
     def swap(self, new: Setup) -> Setup:
         """`new` serves every request from now on; the old one closes what only it used once its requests are over."""
@@ -134,7 +136,7 @@ class Gateway:
         if old.users:
             self._retiring.add(old)
         else:
-            self._reloads.close_later(old.only_mine(new))
+            self._reloads.retire(old.only_mine(new))
         return old
 
     async def reload(self, actor: Authority = OPERATOR) -> ConfigReload:
@@ -202,6 +204,8 @@ class Gateway:
         self._heart.start()
         self._audit_pruner.start()
         self._reloads.listen()
+        self.loop_lag.start()
+        looplag.freeze_startup()
 
     async def write(self, final: bool = False) -> None:
         await self.ledger.flush(final)
@@ -228,8 +232,10 @@ class Gateway:
     async def stop(self) -> None:
         """Flush what is pending, then close; one step failing does not keep the others from running."""
         self._reloads.stop_listening()
-        await self._close(self._heart.stop, self._reaper.stop, self._audit_pruner.stop, self.recorder.stop,
-                          self._drain, self._retire, self.keys.stop, self._reloads.drain, self._close_retiring)
+        looplag.thaw()
+        await self._close(self.loop_lag.stop, self._heart.stop, self._reaper.stop, self._audit_pruner.stop,
+                          self.recorder.stop, self._drain, self._retire, self.keys.stop, self._reloads.drain,
+                          self._close_retiring)
 
     async def _close_retiring(self) -> None:
         """The clients of replaced Setups whose requests were still in flight when the server stopped."""

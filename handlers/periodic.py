@@ -1,13 +1,31 @@
-"""A background writer: runs `job` every `every` seconds (or sooner when woken), and once more at stop."""
+"""A background writer: runs `job` every `every` seconds (or sooner when woken), and once more at stop; and
+`in_slices`, for the writer's work on a big batch without holding the event loop."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TypeVar
 
 log = logging.getLogger("specway")
+_SLICE = 0.0005  # seconds of a writer's work on the loop before requests get their turn
+_T, _R = TypeVar("_T"), TypeVar("_R")
+
+
+async def in_slices(fn: Callable[[_T], _R], items: Iterable[_T]) -> list[_R]:
+    """`fn` of every item, letting the loop run other tasks every half millisecond: a flush of thousands of records
+    then delays a request by one slice, not by the whole batch."""
+    done: list[_R] = []
+    until = time.perf_counter() + _SLICE
+    for item in items:
+        done.append(fn(item))
+        if time.perf_counter() > until:
+            await asyncio.sleep(0)
+            until = time.perf_counter() + _SLICE
+    return done
 
 
 class Periodic:

@@ -25,7 +25,7 @@ from handlers.errors import ApiError
 from handlers.inference.catalog import Catalog
 from handlers.inference.upstreams.base import Upstream
 from handlers.inference.upstreams.registry import build_upstream
-from handlers.observability import metrics
+from handlers.observability import looplag, metrics
 
 if TYPE_CHECKING:
     from generated import models
@@ -160,10 +160,16 @@ class Reloads:
                                    previous_revision=current.revision, changed=bool(sections), sections=sections,
                                    other_workers_signalled=signalled)
 
-    def close_later(self, upstreams: list[Upstream]) -> None:
-        """Close clients no request uses any more, without holding up the request that released them."""
-        for up in upstreams:
-            self._spawn(up.aclose())
+    def retire(self, upstreams: list[Upstream]) -> None:
+        """A replaced Setup's last request is over: close the clients only it used, without holding up the request
+        that released it, then collect what it held and freeze what serves now (handlers/observability/looplag.py;
+        one full collection on the loop per reload)."""
+        async def run() -> None:
+            for up in upstreams:
+                await up.aclose()
+            looplag.freeze_startup()
+
+        self._spawn(run())
 
     def listen(self) -> None:
         """SIGHUP reloads (audited as the operator, then the siblings are told); SIGUSR2 is a sibling's word: reload

@@ -6,7 +6,6 @@ How Connexion is set up (and which of its internals that takes) is all in handle
 from __future__ import annotations
 
 import functools
-import gc
 import logging
 import signal
 from collections.abc import Callable
@@ -85,22 +84,7 @@ def create_app(config: Config | None = None, *, gateway: Gateway | None = None) 
     )
     # The spec served as it is in the repository ($refs and names kept), and the operator console.
     edge = Edge(app, gw, spec=paths.SPEC.read_bytes(), console=Console())
-    _freeze_once()
     return _traced(edge, gw)
-
-
-_frozen = False
-
-
-def _freeze_once() -> None:
-    """What a serving process's app is made of (modules, the spec, the generated models' validators, the catalog)
-    lives as long as the process: out of the collector's sight, a full collection no longer walks it (profiles under
-    load showed those walks as pauses inside whatever request allocated next). Once per process: a process that
-    makes many apps (the tests) would otherwise keep every discarded one."""
-    global _frozen
-    if not _frozen:
-        _frozen = True
-        gc.freeze()
 
 
 def _traced(edge: Edge, gw: Gateway) -> ASGIApp:

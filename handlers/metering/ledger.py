@@ -64,7 +64,11 @@ class Lease:
 
 
 class PaidRecords(Protocol):
-    def paid(self, lease: object) -> list[dict[str, Any]]: ...
+    def paid(self, lease: object) -> list[str]: ...
+
+    async def made(self, ids: list[str]) -> list[dict[str, Any]]: ...
+
+    async def prepare(self, lease: object) -> None: ...
 
     def written(self, lease: object, ids: list[str]) -> None: ...
 
@@ -140,6 +144,8 @@ class Ledger:
             del self._settlements[reservation]
         idle_since = time.monotonic() - _IDLE_FLUSHES * self.flush_seconds
         for key_id, lease in list(self._leases.items()):
+            if self.records is not None:
+                await self.records.prepare(lease)  # its records built outside its lock, which requests may wait on
             async with lease.lock:
                 if final or lease.drawn_at < idle_since:
                     lease.open = False
@@ -183,9 +189,10 @@ class Ledger:
         what was spent stays to be written."""
         # What its requests spent and their records, taken together (a settle and its record come with no await
         # between them): one transaction charges the one and writes the other.
-        spent, records = Decimal(0), []
+        spent, paid = Decimal(0), []
         if charge:
-            spent, records = lease.spent, self.records.paid(lease) if self.records is not None else []
+            spent, paid = lease.spent, self.records.paid(lease) if self.records is not None else []
+        records = await self.records.made(paid) if paid and self.records is not None else []
         wanted = lease.open or reopen  # else it is being given back: it keeps only what its requests hold
         size = money.LeaseSize(unit=lease.unit, requests=self._requests_for(lease) if wanted else 0,
                                minimum=self._minimum, share=self._share, grow_only=lease.open)

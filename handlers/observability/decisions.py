@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from generated import errors as codes
 from generated import models
 from handlers.errors import StoreUnavailable, bad_request
-from handlers.periodic import Periodic
+from handlers.periodic import Periodic, in_slices
 from handlers.store.base import Outage, Store
 from handlers.store.values import fmt_money
 
@@ -162,6 +162,7 @@ class Recorder:
         # The pending records whose cost a lease holds, by lease: the ledger writes them with the lease's charge.
         self._paid: dict[object, dict[str, None]] = {}
         self._uncounted: set[str] = set()  # pending records that are no inference (token counts): not in usage
+        self._prepared: dict[str, dict[str, Any]] = {}  # paid records already built for their lease's next sync
         self._flushing = asyncio.Lock()
         self.wake = lambda: None  # the writer's, set by the gateway: a full batch is waiting
         self._pruner = Periodic(self.prune, _PRUNE_EVERY, "prune old decision records")
@@ -198,16 +199,31 @@ class Recorder:
     def unwritten(self) -> int:
         return len(self._pending)
 
-    def paid(self, lease: object) -> list[dict[str, Any]]:
-        """The pending records whose cost `lease` holds, as stored: its sync writes them with that charge."""
-        ids = self._paid.get(lease)
-        return [self._made(self._pending[i]) for i in ids] if ids else []
+    def paid(self, lease: object) -> list[str]:
+        """The ids of the pending records whose cost `lease` holds: its sync writes them with that charge."""
+        return list(self._paid.get(lease, ()))
+
+    async def made(self, ids: list[str]) -> list[dict[str, Any]]:
+        """Pending records as stored, built a slice at a time (a batch of thousands must not hold the loop), or as
+        prepare() built them."""
+        return await in_slices(self._stored, ids)
+
+    def _stored(self, decision_id: str) -> dict[str, Any]:
+        return self._prepared.pop(decision_id, None) or self._made(self._pending[decision_id])
+
+    async def prepare(self, lease: object) -> None:
+        """Build the records of `lease` now, before its sync takes the lease's lock: requests that find the lease
+        dry wait on that lock, so the sync holds it for its transaction only."""
+        ids = [i for i in self._paid.get(lease, ()) if i not in self._prepared]
+        built = await in_slices(self._made, [self._pending[i] for i in ids])
+        self._prepared.update((i, r) for i, r in zip(ids, built, strict=True) if i in self._pending)
 
     def written(self, lease: object, ids: list[str]) -> None:
         """A sync of `lease` wrote these records of it."""
         paid = self._paid.get(lease, {})
         for i in ids:
             self._pending.pop(i, None)
+            self._prepared.pop(i, None)
             paid.pop(i, None)
         if not paid:
             self._paid.pop(lease, None)
@@ -220,22 +236,28 @@ class Recorder:
 
     async def _flush(self) -> None:
         while True:  # the records a lease paid are the ledger's to write, with its charge
-            unpaid = [made for made in self._pending.values() if made[1].paid_by is None][:_BATCH]
+            unpaid = [made for made in self._pending.values() if made[1].paid_by is None]
             if not unpaid:
                 return
-            batch = [self._made(made) for made in unpaid]
-            try:
-                await self._store.save_decisions(batch, self._uncounted_of(batch))
-            except StoreUnavailable as away:
-                self._outage.down(away.reason)
-                return
-            except Exception:
-                if not await self._one_by_one(batch):
-                    raise  # the store is away: everything stays pending and is retried
-            self._outage.up()
-            for written in batch:
-                self._pending.pop(written["id"], None)
-                self._uncounted.discard(written["id"])
+            for start in range(0, len(unpaid), _BATCH):
+                if not await self._write(await in_slices(self._made, unpaid[start:start + _BATCH])):
+                    return
+
+    async def _write(self, batch: list[dict[str, Any]]) -> bool:
+        """One batch; False when the store is away (it stays pending)."""
+        try:
+            await self._store.save_decisions(batch, self._uncounted_of(batch))
+        except StoreUnavailable as away:
+            self._outage.down(away.reason)
+            return False
+        except Exception:
+            if not await self._one_by_one(batch):
+                raise  # the store is away: everything stays pending and is retried
+        self._outage.up()
+        for written in batch:
+            self._pending.pop(written["id"], None)
+            self._uncounted.discard(written["id"])
+        return True
 
     def _uncounted_of(self, batch: list[dict[str, Any]]) -> frozenset[str]:
         return frozenset(r["id"] for r in batch if r["id"] in self._uncounted) if self._uncounted else frozenset()

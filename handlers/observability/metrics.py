@@ -54,6 +54,10 @@ UNREAD = Counter("specway_upstream_unread",
                  "place for (what: item, citation)",
                  ["format", "what", "type"])
 
+LOOP_LAG = Histogram("specway_event_loop_lag_seconds",
+                     "How late this process's event loop ran a timer: while it is late, every request in the process "
+                     "waits (work that held the loop: a big flush, a GC pass, a blocking call)", buckets=_FAST)
+
 _REFUSAL_CODES = {codes.RATE_LIMIT_EXCEEDED.name: "rate_limit", codes.BUDGET_EXCEEDED.name: "budget",
                   codes.INSUFFICIENT_CREDIT.name: "credit"}
 

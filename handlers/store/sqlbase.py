@@ -15,6 +15,8 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+from handlers.periodic import in_slices
+
 from . import usage
 from .base import (
     Books,
@@ -133,7 +135,7 @@ class SQLStore(SQLAccounts):
 
     async def sync_lease(self, report: LeaseReport, now: datetime, rule: LeaseRule,
                          records: Sequence[dict[str, Any]] = ()) -> LeaseGrant:
-        now = utc(now)
+        now, rows = utc(now), await in_slices(_decision_row, records)  # made before the transaction: it is short
         async with self._tx() as tx:
             if records and self.usage_lock:  # first, as save_decisions takes it: no two orders of locks
                 await tx.execute(self.usage_lock)
@@ -146,7 +148,7 @@ class SQLStore(SQLAccounts):
             await self._write_books(tx, books)
             lease_id = await self._write_lease(tx, report, row, books, now)
             if records:
-                await self._save_decisions(tx, records, frozenset())
+                await self._save_decisions(tx, rows, frozenset())
         return LeaseGrant(lease_id, books.held, useful)
 
     async def heartbeat(self, now: datetime) -> None:
@@ -195,18 +197,22 @@ class SQLStore(SQLAccounts):
         to the hourly usage rollups (unless its id is `uncounted`), in the same transaction."""
         if not records:
             return
+        rows = await in_slices(_decision_row, records)
         async with self._tx() as tx:
             if self.usage_lock:  # before reading which records exist: another writer's may not be committed yet
                 await tx.execute(self.usage_lock)
-            await self._save_decisions(tx, records, uncounted)
+            await self._save_decisions(tx, rows, uncounted)
 
-    async def _save_decisions(self, tx: Conn, records: Sequence[dict[str, Any]], uncounted: frozenset[str]) -> None:
-        """Under `usage_lock`: the records upserted, those new here added to the usage rollups (but `uncounted`)."""
-        rows = [to_decision(r) for r in records]
-        ids = [r[0] for r in rows]
+    async def _save_decisions(self, tx: Conn, rows: Sequence[_DecisionRow], uncounted: frozenset[str]) -> None:
+        """Under `usage_lock`: the records (`rows`: their columns and usage) upserted, those new here added to the
+        usage rollups (but `uncounted`)."""
+        ids = [columns[0] for columns, _ in rows]
         seen = {r["id"] for r in await tx.fetch(f"SELECT id FROM decisions WHERE id IN ({sql_marks(ids)})", *ids)}
-        await tx.executemany(_SAVE_DECISION, rows)
-        added = usage.rollup([r for r in records if r["id"] not in seen and r["id"] not in uncounted])
+        await tx.executemany(_SAVE_DECISION, [columns for columns, _ in rows])
+        added: dict[usage.Group, usage.Counts] = {}
+        for (decision_id, *_), counted in rows:
+            if counted is not None and decision_id not in seen and decision_id not in uncounted:
+                added.setdefault(counted[0], usage.Counts()).add(counted[1])
         if added:
             await self._add_usage(tx, added)
 
@@ -246,6 +252,14 @@ class SQLStore(SQLAccounts):
         async with self._tx() as tx:
             return await tx.execute("DELETE FROM decisions WHERE created_at < $1", utc(older_than))
 
+
+
+_DecisionRow = tuple[tuple[Any, ...], tuple[usage.Group, usage.Counts] | None]
+
+
+def _decision_row(record: dict[str, Any]) -> _DecisionRow:
+    """A record's columns in `decisions` (its JSON among them) and what it adds to the usage rollups."""
+    return to_decision(record), usage.of_record(record)
 
 
 def _decision_filters(query: DecisionQuery) -> tuple[str, list[Any]]:

@@ -59,15 +59,6 @@ def of_record(record: dict[str, Any]) -> tuple[Group, Counts] | None:
     return group, counts
 
 
-def rollup(records: list[dict[str, Any]]) -> dict[Group, Counts]:
-    out: dict[Group, Counts] = {}
-    for record in records:
-        found = of_record(record)
-        if found is not None:
-            out.setdefault(found[0], Counts()).add(found[1])
-    return out
-
-
 def of_row(row: Any) -> tuple[Group, Counts]:
     group = (as_time(row["hour"]), row["workspace_id"], row["key_id"], row["model"], row["upstream"])
     counts = Counts(*(int(row[c]) for c in COUNTS), Decimal(row["cost"]))
