@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
-from bench import load, loadgen, report, targets, upstream
+from bench import load, loadgen, report, startup, targets, upstream
 from bench.procs import free_port, stop_all
 
 
@@ -231,3 +232,19 @@ def test_ceilings_relay_json_and_stream_from_the_fake_upstream(tmp_path: Path) -
                 load.check(ceiling, scenario)  # raises unless a 200 of the right shape
     finally:
         stop_all()
+
+
+def test_startup_config_names_three_upstreams_whose_models_the_data_prices() -> None:
+    from handlers import config
+    from handlers.inference.catalog import Catalog
+
+    catalog = Catalog.from_config(config.parse(yaml.safe_load(startup.THREE_UPSTREAMS), "bench/startup.py"))
+    assert {m.upstream for m in catalog.models} == {"openai", "anthropic", "gemini"} and catalog.unknown == ()
+
+
+def test_startup_runs_a_command_and_tabulates_it(tmp_path: Path) -> None:
+    tree = startup.Tree("this", startup.REPO, tmp_path)
+    wall, cpu = tree.command(["--help"])
+    assert wall > 0 and cpu > 0
+    shown = startup.table({"specway --help": {"this": [(wall, cpu)]}}, ["this"], 1)
+    assert shown.splitlines()[1].startswith("specway --help") and "this CPU ms" in shown

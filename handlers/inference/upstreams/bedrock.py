@@ -11,16 +11,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-import botocore.session
 import httpx
 import orjson
-from botocore.auth import SigV4Auth
-from botocore.awsrequest import AWSRequest
-from botocore.credentials import Credentials, ReadOnlyCredentials, RefreshableCredentials
-from botocore.exceptions import BotoCoreError
 
 from generated.config import UpstreamSettings
 from handlers.inference.formats.base import UpstreamFault, UpstreamOptions
@@ -31,6 +26,10 @@ from handlers.inference.upstreams.eventstream import iter_eventstream
 from handlers.inference.upstreams.failures import error_detail, retry_after
 from handlers.inference.upstreams.http import HttpUpstream
 from handlers.inference.upstreams.sse import SseEvent
+
+if TYPE_CHECKING:  # botocore is imported when a bedrock upstream is made: a gateway without one never loads it
+    import botocore.session
+    from botocore.credentials import Credentials, ReadOnlyCredentials
 
 SERVICE = "bedrock"  # the signing name of bedrock-runtime
 # botocore logs each canonical request at DEBUG, session token included: never, whatever the gateway's log level.
@@ -55,6 +54,8 @@ class AwsCredentials:
 
     @classmethod
     def of(cls, profile: str | None) -> AwsCredentials:
+        import botocore.session
+
         return cls(botocore.session.Session(profile=profile))
 
     async def frozen(self) -> ReadOnlyCredentials:
@@ -66,6 +67,8 @@ class AwsCredentials:
 
     @staticmethod
     def _stale(credentials: Credentials) -> bool:
+        from botocore.credentials import RefreshableCredentials
+
         return isinstance(credentials, RefreshableCredentials) and credentials.refresh_needed()
 
     def _resolve(self) -> ReadOnlyCredentials:
@@ -116,6 +119,10 @@ class BedrockUpstream(HttpUpstream):
     async def sign(self, url: httpx.URL, content: bytes, headers: Mapping[str, str]) -> Mapping[str, str]:
         """The headers with SigV4's (X-Amz-Date, X-Amz-Security-Token with temporary credentials, Authorization) for
         this URL and these exact bytes."""
+        from botocore.auth import SigV4Auth
+        from botocore.awsrequest import AWSRequest
+        from botocore.exceptions import BotoCoreError
+
         try:
             credentials = await self.credentials.frozen()
         except (BotoCoreError, LookupError) as exc:

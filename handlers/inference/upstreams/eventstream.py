@@ -9,13 +9,16 @@ every chunk goes through, as for SSE.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 
 import httpx
 import orjson
-from botocore.eventstream import EventStreamBuffer, EventStreamMessage, ParserError
 
 from handlers.inference.upstreams.base import Sizes
 from handlers.inference.upstreams.sse import SseEvent, TooLarge, Unreadable, answer_too_large
+
+if TYPE_CHECKING:  # botocore is imported with the first stream a bedrock upstream answers
+    from botocore.eventstream import EventStreamMessage
 
 _ERROR_EVENT = "internalServerException"  # an `error` message (a code and a message in headers, no payload)
 
@@ -24,6 +27,8 @@ async def iter_eventstream(response: httpx.Response, sizes: Sizes) -> AsyncItera
     """The messages of an event-stream answer. A message whose checksums do not match, or that cannot be parsed,
     is Unreadable; one larger than `sizes.event`, or more than `sizes.answer` bytes in all, is TooLarge. Bytes left
     at the end are an unfinished message, which the reader sees as a stream cut before its end."""
+    from botocore.eventstream import EventStreamBuffer, ParserError
+
     buffer = EventStreamBuffer()
     seen = pending = 0  # all the bytes so far; those of the message not parsed yet
     async for chunk in response.aiter_bytes():
