@@ -32,6 +32,7 @@ SCOPE_OF = {
     "list_keys": "workspace:admin", "create_key": "workspace:admin", "get_admin_key": "workspace:admin",
     "update_key": "workspace:admin", "revoke_key": "workspace:admin", "rotate_key": "workspace:admin",
     "list_audit": "workspace:admin",
+    "reload_config": "admin",  # the configuration is the operator's, shared by every workspace
 }
 
 
