@@ -225,7 +225,9 @@ def create_key(tab: Tab, name: str, budget: str) -> str:
     dialog.get_by_text("Copied.").wait_for()
     assert tab.page.evaluate("navigator.clipboard.readText()") == secret
     tab.confirm("Done")
-    assert tab.page.locator("input[data-secret]").count() == 0  # gone from the page once the dialog closed
+    # Gone from the page once the dialog closed (waited for: the dialog's element may outlive its role a moment).
+    tab.page.locator("input[data-secret]").wait_for(state="detached", timeout=10_000)
+    assert tab.page.locator("input[data-secret]").count() == 0
     return secret
 
 
