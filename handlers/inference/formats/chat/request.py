@@ -25,28 +25,30 @@ from handlers.inference.canonical import (
 )
 from handlers.inference.formats.chat.vocabulary import VOCABULARY
 from handlers.inference.formats.common import (
-    OPENAI_CHOICES,
     PartReader,
     blocks,
     effort,
-    function_tool,
     join_system,
     json_text,
     opt_bool,
     opt_float,
     opt_int,
     opt_str_list,
-    custom_tool,
-    hosted_tool,
     read_cache_control,
     read_data_url,
     required_str,
     role_error,
     string_field,
     text_part,
+    whole,
+)
+from handlers.inference.formats.tool_reading import (
+    OPENAI_CHOICES,
+    function_tool,
+    custom_tool,
+    hosted_tool,
     tool_choice,
     tool_list,
-    whole,
 )
 
 # Declared fields the Request does not model: Request.extra (the spec's x-translate marks).

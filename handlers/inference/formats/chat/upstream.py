@@ -27,7 +27,6 @@ from handlers.inference.canonical import (
 from handlers.inference.formats.base import FORMATS, Traits, UpstreamOptions
 from handlers.inference.formats.chat.vocabulary import THINKING_GAP, VOCABULARY
 from handlers.inference.formats.common import (
-    OPENAI_CHOICES,
     block_param,
     merge_extra,
     passthrough_body,
@@ -35,6 +34,7 @@ from handlers.inference.formats.common import (
     refuse_untranslatable,
     write_data_url,
 )
+from handlers.inference.formats.tool_reading import OPENAI_CHOICES
 from handlers.inference.formats.reasoning import goes_back
 from handlers.inference.formats.tools import INPUT, Crossing
 

@@ -30,20 +30,17 @@ from handlers.inference.formats.common import (
     PartReader,
     blocks,
     effort,
-    function_tool,
     join_system,
     opt_float,
     opt_int,
     opt_str_list,
-    hosted_tool,
     placed,
     read_cache_control,
     required_str,
     string_field,
-    tool_choice,
-    tool_list,
     whole,
 )
+from handlers.inference.formats.tool_reading import function_tool, hosted_tool, tool_choice, tool_list
 from handlers.inference.formats.messages.vocabulary import CHOICES, ROLES, VOCABULARY
 
 # Declared fields the Request does not model: Request.extra (the spec's x-translate marks).

@@ -20,7 +20,8 @@ from handlers.inference.canonical import (
 )
 from handlers.inference.formats import fields
 from handlers.inference.formats.base import Vocabulary
-from handlers.inference.formats.common import ChoiceTable, count, present, read_data_url
+from handlers.inference.formats.common import count, present, read_data_url
+from handlers.inference.formats.tool_reading import ChoiceTable
 
 VOCABULARY = Vocabulary(
     name="messages",

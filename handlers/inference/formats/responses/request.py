@@ -29,25 +29,27 @@ from handlers.inference.canonical import (
     Unknown,
 )
 from handlers.inference.formats.common import (
-    OPENAI_CHOICES,
     PartReader,
     blocks,
     effort,
-    function_tool,
     join_system,
     json_text,
     opt_float,
-    custom_tool,
-    hosted_tool,
     str_or_empty,
     read_data_url,
     required_str,
     role_error,
     str_or_none,
     string_field,
+    whole,
+)
+from handlers.inference.formats.tool_reading import (
+    OPENAI_CHOICES,
+    function_tool,
+    custom_tool,
+    hosted_tool,
     tool_choice,
     tool_list,
-    whole,
 )
 from handlers.inference.formats.reasoning import carried, restore
 from handlers.inference.formats.responses.vocabulary import NESTED, VOCABULARY

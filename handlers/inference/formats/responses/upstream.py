@@ -26,13 +26,13 @@ from handlers.inference.canonical import (
 )
 from handlers.inference.formats.base import FORMATS, Traits, UpstreamOptions
 from handlers.inference.formats.common import (
-    OPENAI_CHOICES,
     block_param,
     passthrough_body,
     present,
     refuse_untranslatable,
     write_data_url,
 )
+from handlers.inference.formats.tool_reading import OPENAI_CHOICES
 from handlers.inference.formats.reasoning import carried, goes_back
 from handlers.inference.formats.responses.answer import summary
 from handlers.inference.formats.responses.vocabulary import ENCRYPTED, KIND
