@@ -73,25 +73,13 @@ def load(path: str | None) -> Config:
 
 def changes(old: Config, new: Config) -> list[str]:
     """The reloadable sections `new` changes; an ApiError when it changes one only a restart applies."""
-    restart = [name for name in RESTART_ONLY if _dumped(old, name) != _dumped(new, name)]
+    before, after = old.model_dump(mode="json"), new.model_dump(mode="json")
+    restart = [name for name in RESTART_ONLY if before[name] != after[name]]
     if restart:
         raise ApiError(codes.RESTART_REQUIRED,
                        f"The configuration was not reloaded: it changes {', '.join(restart)}, which only a restart "
                        "applies. Restart the server, or reload a file without those changes.")
-    return [name for name in RELOADABLE if _dumped(old, name) != _dumped(new, name)]
-
-
-def _dumped(config: Config, name: str) -> Any:
-    value = getattr(config, name)
-    return value.model_dump(mode="json") if hasattr(value, "model_dump") else _plain(value)
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value.model_dump(mode="json") if hasattr(value, "model_dump") else value
+    return [name for name in RELOADABLE if before[name] != after[name]]
 
 
 async def successor(current: Setup, config: Config) -> Setup:
