@@ -182,7 +182,7 @@ async def _stream(life: Lifecycle, req: Request, wire: CallerFormat, traits: Cal
         try:
             # The first event goes out with the stream's start, in one write, the moment it was read.
             yield renderer.start() + (told(first) if first is not None else b"")
-            metrics.FIRST_BYTE.labels(plan.format, answer.model).observe(time.perf_counter() - trace.started)
+            metrics.child(metrics.FIRST_BYTE, plan.format, answer.model).observe(time.perf_counter() - trace.started)
             async for ev in events:
                 chunk = told(ev)
                 if chunk:
