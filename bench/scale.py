@@ -13,8 +13,9 @@ with `server.max_requests`, `server.max_connections` and the upstream pool sized
    `data: [DONE]`;
 2. once every one of them has begun, opens --overflow more (default: enough that the workers' connection limits
    are passed by a tenth of --streams), and once those have begun or been answered, a second wave of a twentieth
-   of --streams (at least 20), sent to full workers: each request must be either refused, 503 `overloaded` with
-   Retry-After, or admitted and streamed like the others. Refusals are timed (request written to answer read) and
+   of --streams (at least 20), sent to workers the first left full (or nearly: which worker accepts a connection is
+   the kernel's choice); no more may be admitted than the workers' max_requests: each request must be either
+   refused, 503 `overloaded` with Retry-After, or admitted and streamed like the others. Refusals are timed (request written to answer read) and
    must all have arrived before the first admitted stream ended;
 3. waits for the bookkeeping, then checks that the key's spend, the sum of the decision records' costs and the usage
    report's cost each equal the answered streams times one stream's price, and that there is one decision record per
@@ -179,7 +180,7 @@ async def _all_begun(answers: list[Answer], tasks: list[asyncio.Task[Answer]]) -
 
 async def drive(gateway: targets.Target, plan: Plan, timeout: float, arriving: int) -> dict[str, Any]:
     """The streams; once all have begun, the first wave past the limits; once that has begun or been answered, the
-    second, sent to workers already full (its refusals wait behind no admitted request)."""
+    second, sent to workers the first left full or nearly (its refusals wait behind no admitted request)."""
     parts = urlsplit(gateway.base)
     host, port = parts.hostname or "127.0.0.1", parts.port or 80
     from bench.load import request_body
@@ -325,6 +326,10 @@ def verdict(result: dict[str, Any], rss_limit_mb: float) -> list[str]:
                           f"{w['problems']}")
         if w["refusals_after_a_stream_ended"]:
             failed.append(f"wave {i}: {w['refusals_after_a_stream_ended']} refusals came after a stream had ended")
+    admitted = s["sent"] + sum(w["admitted"] for w in waves)
+    capacity = result["plan"]["workers"] * result["plan"]["max_requests"]
+    if admitted > capacity:
+        failed.append(f"{admitted} requests admitted, more than the workers' {capacity} (max_requests each)")
     refused = sum(w["refused"] for w in waves)
     if refused < result["minimum_refusals"]:
         failed.append(f"{refused} refusals, fewer than the {result['minimum_refusals']} the limits must make")

@@ -93,7 +93,15 @@ def test_past_the_limits_refusals_come_while_the_streams_are_open(result: dict[s
         for limit, count in wave["refused_by"].items():
             refused_by[limit] = refused_by.get(limit, 0) + count
     assert refused_by.get("max_requests", 0) > 0
-    assert waves[1]["refused"] > 0  # the second wave found the workers full
+    # Which worker accepts a connection is the kernel's choice, so the first wave may leave one worker with room for
+    # the second: what must hold is that no more were admitted than the workers' limits allow, and that workers
+    # already full at the second wave refused all of it.
+    plan = result["plan"]
+    capacity = plan["workers"] * plan["max_requests"]
+    before_second = result["streams"]["sent"] + waves[0]["admitted"]
+    assert before_second + waves[1]["admitted"] <= capacity
+    if before_second == capacity:
+        assert waves[1]["refused"] == waves[1]["sent"]
 
 
 def test_the_run_passes_its_own_checks(result: dict[str, Any]) -> None:
