@@ -62,7 +62,7 @@ class LedgerSettings(BaseModel):
     """
     lease_requests: StrictInt = Field(64, ge=1)
     """
-    A lease holds at most this many worst cases of the largest request that drew on it, or, in a burst, twice as many as its requests hold and wait for (the share rule still bounds it), so that a burst draws on leases rather than holding in the store one by one.
+    A lease holds at most this many worst cases of the largest request that drew on it, or, in a burst, twice as many as its requests hold, have spent since the writer last charged it, and wait for (the share rule still bounds it), so that a burst draws on leases rather than holding in the store one by one.
     """
     lease_minimum_requests: StrictInt = Field(4, ge=1)
     """

@@ -133,6 +133,25 @@ async def test_a_burst_draws_on_the_lease_not_on_the_store(store: SQLStore) -> N
     assert (await held(store, key_id))[0] >= UNIT * (1000 - direct)
 
 
+async def test_what_requests_spent_before_the_writer_charges_it_does_not_dry_the_lease(store: SQLStore) -> None:
+    """Requests one after another, each settled at its worst case before the next: their spending stays in the
+    lease until the writer charges it, so a lease sized without it runs dry after 64 and every later request held in
+    the store (a transaction to resize, two to hold and settle), until the next flush."""
+    _, key_id = await funded_key(store, D(1000))
+    key = await store.get_key(key_id)
+    assert key is not None
+    ledger = Ledger(store, LedgerSettings(flush_seconds=60))
+    direct = 0
+    for _ in range(1000):
+        lease = await ledger.draw(key, UNIT)
+        if lease is None:
+            direct += 1
+        else:
+            ledger.settle(lease, UNIT, UNIT)
+    assert direct == 0
+    assert (await held(store, key_id))[0] >= UNIT * 1000  # what was spent is still held, to be charged
+
+
 async def test_requests_draw_in_memory_and_the_writer_charges_them(store: SQLStore) -> None:
     ws_id, key_id = await funded_key(store, D(100))
     key = await store.get_key(key_id)

@@ -176,12 +176,13 @@ class Ledger:
         """What a stop now would lose: the spending not yet in the store, and settlements waiting for it."""
         return sum((lease.spent for lease in self._leases.values()), Decimal(0)), len(self._settlements)
 
-    def _requests_for(self, lease: Lease) -> int:
-        """How many worst cases a lease should hold: `lease_requests`, or twice what is drawn on it and waiting for
-        it when a burst needs more (the share rule still bounds it), so that a burst draws on leases, not the store."""
+    def _requests_for(self, lease: Lease, uncharged: Decimal) -> int:
+        """How many worst cases a lease should hold: `lease_requests`, or twice what is drawn on it, spent from it
+        and not yet charged (`uncharged` stays in it until the writer charges it), and waiting for it when a burst
+        needs more (the share rule still bounds it), so that a burst draws on leases, not the store."""
         if not lease.unit:
             return self._requests
-        return max(self._requests, 2 * (math.ceil(lease.in_flight / lease.unit) + lease.waiting))
+        return max(self._requests, 2 * (math.ceil((lease.in_flight + uncharged) / lease.unit) + lease.waiting))
 
     async def _sync(self, lease: Lease, reopen: bool = False, charge: bool = True) -> None:
         """Under the lease's lock; `reopen` for a request that wants to draw; without `charge` it is only resized
@@ -194,7 +195,8 @@ class Ledger:
             spent, paid = lease.spent, self.records.paid(lease) if self.records is not None else []
         records = await self.records.made(paid) if paid and self.records is not None else []
         wanted = lease.open or reopen  # else it is being given back: it keeps only what its requests hold
-        size = money.LeaseSize(unit=lease.unit, requests=self._requests_for(lease) if wanted else 0,
+        requests = self._requests_for(lease, lease.spent - spent) if wanted else 0
+        size = money.LeaseSize(unit=lease.unit, requests=requests,
                                minimum=self._minimum, share=self._share, grow_only=lease.open)
         report = LeaseReport(lease_id=lease.id, key_id=lease.key_id, spent=spent,
                              in_flight=lease.in_flight + lease.spent - spent)
