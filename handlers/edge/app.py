@@ -74,7 +74,7 @@ def create_app(config: Config | None = None, *, gateway: Gateway | None = None) 
     telemetry is on."""
     gw = gateway or (Gateway(config) if config is not None else Gateway.from_file())
     resolve = _resolver(metrics.token(gw.config.server))
-    app = build_connexion_app(
+    app, lane = build_connexion_app(
         paths.SPEC,
         resolve=resolve,
         lifespan=gw.lifespan,
@@ -83,7 +83,7 @@ def create_app(config: Config | None = None, *, gateway: Gateway | None = None) 
         on_refusal=_on_refusal,
     )
     # The spec served as it is in the repository ($refs and names kept), and the operator console.
-    edge = Edge(app, gw, spec=paths.SPEC.read_bytes(), console=Console())
+    edge = Edge(app, gw, spec=paths.SPEC.read_bytes(), console=Console(), direct=lane)
     return _traced(edge, gw)
 
 

@@ -52,6 +52,15 @@ pieces below; each names what it relies on and why it exists:
   `Specification._validate_spec` (spec.py; another ~0.4 s) by shadowing it on `OpenAPISpecification` while the API is
   added: the generator ran that same validation (`Specification.from_dict`) on the bundle whose digest
   generated/openapi_checked.py holds. Any other file is validated as Connexion always does.
+- `DirectLane` serves the operations at a fixed path whose route takes no argument (chat, messages, count_tokens,
+  responses, embeddings) without the middleware layers that do nothing for them, with the same checks, context and
+  error handlers (tests/test_direct_lane.py sends every kind of request both ways and compares the answers). It
+  builds Connexion's middleware stack at once (`ConnexionMiddleware._build_middleware_stack`, which Connexion
+  otherwise runs on its first call) and takes from it the `_CheckedOperation` and `_Operation` of each operation
+  (`RoutedMiddleware.apis`, `RoutedAPI.operations`); it sets the context variables `ContextOperation.__call__` sets
+  (`connexion.context._context`, `_operation`, `_receive`, `_scope`), and reads the paths from
+  `ConnexionMiddleware.apis[0].specification.raw`. An exception after the answer started is raised as Starlette's
+  `wrap_app_handling_exceptions` raises it.
 - Error handlers: Connexion calls them with a `ConnexionRequest` and expects a `ConnexionResponse`; its own request
   checks raise `ProblemException`. Ours see only the request path and the exception and return an `ApiError`, and
   a `ProblemException` reaches them as a `Refusal`.
@@ -73,7 +82,7 @@ from typing import Any
 import connexion
 import orjson
 from connexion import context, utils
-from connexion.apps.asynchronous import AsyncApi, AsyncOperation
+from connexion.apps.asynchronous import AsyncApi, AsyncASGIApp, AsyncOperation
 from connexion.context import _receive, _scope
 from connexion.datastructures import MediaTypeDict
 from connexion.decorators import StarletteDecorator
@@ -346,6 +355,77 @@ class _Api(AsyncApi):
         return _Operation.from_operation(operation, pythonic_params=self.pythonic_params, jsonifier=self.jsonifier)
 
 
+class DirectLane:
+    """The operations at a fixed path whose route takes no argument (the inference ones), served without the layers
+    that do nothing for them: Swagger UI's router, routing by pattern (the path is exact), Lifespan's pass-through.
+    What those layers do for them is done here as they do it: the same _CheckedOperation checks the parameters and
+    the content type, the context variables are set as ContextMiddleware sets them, the same _Operation is called,
+    and an exception raised before the answer started becomes the ApiError its error handler makes (after the
+    start, it goes to the server, as Starlette's handlers let it). A request with a query string or a root path, or
+    whose body a validator other than the route's own would read, goes the whole way through Connexion."""
+
+    def __init__(self, app: connexion.AsyncApp, handlers: Mapping[type[Exception], ErrorHandler]) -> None:
+        middleware = app.middleware
+        if middleware.middleware_stack is None:  # Connexion builds it on its first call otherwise
+            middleware.app, middleware.middleware_stack = middleware._build_middleware_stack()
+        stack = list(middleware.middleware_stack)
+        checks = _operations(next(m for m in stack if isinstance(m, _Checking)))
+        calls = _operations(next(m for m in stack if isinstance(m, AsyncASGIApp)))
+        self._handlers = handlers
+        self._ops: dict[tuple[str, str], tuple[_CheckedOperation, _Operation]] = {}
+        for path, methods in app.middleware.apis[0].specification.raw["paths"].items():
+            for method, operation in methods.items() if "{" not in path else ():
+                op_id = operation.get("operationId") if isinstance(operation, dict) else None
+                check, call = checks.get(op_id), calls.get(op_id)
+                if isinstance(check, _CheckedOperation) and isinstance(call, _Operation) and call._takes_nothing:
+                    self._ops[path, method.upper()] = (check, call)
+
+    def paths(self) -> frozenset[tuple[str, str]]:
+        """(path, method) of every operation served here."""
+        return frozenset(self._ops)
+
+    def get(self, scope: Any) -> Callable[[Any, Any, Any], Any] | None:
+        """The lane for this request, or None: Connexion serves it."""
+        found = self._ops.get((scope["path"], scope["method"]))
+        if found is None or scope.get("query_string") or scope.get("root_path"):
+            return None
+        check, call = found
+        mime_type, _ = check.extract_content_type(scope["headers"])
+        if not check._leaves_body(mime_type):
+            return None
+        return functools.partial(self._serve, check, call, mime_type)
+
+    async def _serve(self, check: _CheckedOperation, call: _Operation, mime_type: str,
+                     scope: Any, receive: Any, send: Any) -> None:
+        started = False
+
+        async def sending(message: Any) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            check._parameters.validate(scope)
+            check.validate_mime_type(mime_type)
+            context._context.set({})
+            context._operation.set(call)
+            _receive.set(receive)
+            _scope.set(scope)
+            await call(scope, receive, sending)
+        except Exception as exc:
+            handler = next((self._handlers[c] for c in type(exc).__mro__ if c in self._handlers), None)
+            if handler is None:
+                raise
+            if started:  # as Starlette's exception handling says it
+                raise RuntimeError("Caught handled exception, but response already started.") from exc
+            raise handler(scope["path"], exc) from None
+
+
+def _operations(middleware: Any) -> dict[str, Any]:
+    """A Connexion middleware's operations by operationId (the APIs at the root path: the spec has no base path)."""
+    return {op_id: op for api in middleware.apis.get("", []) for op_id, op in api.operations.items()}
+
+
 def current_request() -> Request:
     """The request of the operation being called (the scope and receive channel ContextMiddleware set)."""
     return Request(_scope.get(), _receive.get())
@@ -353,8 +433,10 @@ def current_request() -> Request:
 
 def build_connexion_app(spec: Path, *, resolve: Callable[[str], Callable[..., Any]], lifespan: Lifespan,
                         error_handlers: Mapping[type[Exception], ErrorHandler],
-                        on_refusal: Callable[[Refusal], ApiError], docs_path: str = "/docs") -> connexion.AsyncApp:
-    """Connexion routing `spec` to `resolve(operationId)`, every error answered through our handlers."""
+                        on_refusal: Callable[[Refusal], ApiError], docs_path: str = "/docs"
+                        ) -> tuple[connexion.AsyncApp, DirectLane]:
+    """Connexion routing `spec` to `resolve(operationId)`, every error answered through our handlers, and the direct
+    lane of its fixed-path operations."""
     app = connexion.AsyncApp(
         __name__,
         middlewares=_MIDDLEWARES,
@@ -371,10 +453,11 @@ def build_connexion_app(spec: Path, *, resolve: Callable[[str], Callable[..., An
     raw = spec.read_bytes()
     with _validated_by_generator(raw):
         app.add_api(orjson.loads(raw), resolver=Resolver(resolve), validate_responses=False)
-    app.add_error_handler(ProblemException, _answer(lambda _path, exc: on_refusal(_refusal(exc))))
-    for exc_type, handler in error_handlers.items():
+    handlers: dict[type[Exception], ErrorHandler] = {
+        ProblemException: lambda _path, exc: on_refusal(_refusal(exc)), **error_handlers}
+    for exc_type, handler in handlers.items():
         app.add_error_handler(exc_type, _answer(handler))
-    return app
+    return app, DirectLane(app, handlers)
 
 
 @contextlib.contextmanager

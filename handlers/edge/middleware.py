@@ -21,6 +21,7 @@ from generated import errors as codes
 from handlers.console.serve import PREFIX as CONSOLE
 from handlers.console.serve import Console, is_console
 from handlers.edge import paths
+from handlers.edge.connexion_adapter import DirectLane
 from handlers.errors import ApiError
 from handlers.gateway import Gateway
 from handlers.observability import metrics, requestlog
@@ -46,8 +47,9 @@ class Edge:
     is sent ends there too, rather than waiting forever)."""
 
     def __init__(self, app: ASGIApp, gateway: Gateway, *, spec: bytes | None = None,
-                 console: Console | None = None) -> None:
+                 console: Console | None = None, direct: DirectLane | None = None) -> None:
         self.app = app
+        self.direct = direct
         self.gateway = gateway
         self.console = console
         self.limit = gateway.config.server.body_limit_bytes
@@ -91,6 +93,11 @@ class Edge:
             elif at_console and self.console is not None:
                 try:
                     await self.console(scope, receive, send_with_id)
+                except ApiError as err:
+                    await _send_error(send_with_id, err, scope)
+            elif (lane := self.direct.get(scope) if self.direct is not None else None) is not None:
+                try:
+                    await lane(scope, _reading(receive, self.limit, self.body_timeout), send_with_id)
                 except ApiError as err:
                     await _send_error(send_with_id, err, scope)
             else:
