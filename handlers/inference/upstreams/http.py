@@ -8,9 +8,9 @@ import abc
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
-from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Any, ClassVar, TypeVar
 
+import aiohttp
 import httpx
 import orjson
 from httpx_aiohttp import AiohttpTransport, HttpxAiohttpClient
@@ -41,6 +41,24 @@ LIMITS = httpx.Limits(max_connections=0, keepalive_expiry=30.0)
 _BUSY_RETRY = 1.0  # seconds a caller turned away by a full pool is told to wait: connections free up as calls end
 _JSON = {"content-type": "application/json"}
 
+class _NoCookies(httpx.Cookies):
+    """httpx's jar for an upstream: it keeps nothing, and reads nothing of an answer (httpx's own extraction builds
+    urllib and email objects for every answer, even for a jar whose policy refuses every cookie)."""
+
+    def extract_cookies(self, response: httpx.Response) -> None:
+        return None
+
+
+class _Transport(AiohttpTransport):
+    """httpx-aiohttp's transport, its aiohttp session without a cookie jar (aiohttp's default jar keeps what an
+    upstream sets, for any host name, and sends it with every later request of every caller)."""
+
+    def get_client(self) -> aiohttp.ClientSession:
+        connector = aiohttp.TCPConnector(keepalive_timeout=self.limits.keepalive_expiry, ssl=self.ssl_context,
+                                         limit=self.limits.max_connections or 0)
+        return aiohttp.ClientSession(connector=connector, cookie_jar=aiohttp.DummyCookieJar())
+
+
 def make_client(
     base_url: str,
     *,
@@ -50,17 +68,17 @@ def make_client(
 ) -> httpx.AsyncClient:
     """One pooled keep-alive client per upstream; `total` and the pool's bound are enforced per call by HttpUpstream,
     not here (the pool timeout given aiohttp only bounds connecting, since it never waits for a connection)."""
-    return HttpxAiohttpClient(
+    client = HttpxAiohttpClient(
         base_url=base_url,
         headers={"user-agent": USER_AGENT, **headers},
         timeout=httpx.Timeout(timeouts.read, connect=timeouts.connect, pool=timeouts.connect),
-        transport=transport or AiohttpTransport(limits=LIMITS),
+        transport=transport or _Transport(limits=LIMITS),
         limits=LIMITS,
-        # A cookie an upstream sets must never ride along on another caller's request.
-        cookies=CookieJar(policy=DefaultCookiePolicy(allowed_domains=[])),
-        # Environment proxies would be mounted in front of an injected (test) transport; only the real one uses them.
-        trust_env=transport is None,
-    )
+    )  # the transport is given, so httpx mounts no proxy from the environment (HTTPS_PROXY is not used)
+    # A cookie an upstream sets must never ride along on another caller's request. (The `cookies` setter would copy
+    # the jar into a plain httpx.Cookies.)
+    client._cookies = _NoCookies()
+    return client
 
 
 class HttpUpstream(Upstream):
