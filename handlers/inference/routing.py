@@ -7,6 +7,7 @@ the two together make the decision record that GET /v1/route/explain reads back.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -102,12 +103,12 @@ def decide(catalog: Catalog, policies: dict[str, PolicySettings], default_policy
     else:
         effort = policy.step_down.tier
     seed = session if policy.affinity or session is None else affinity.request_of(key.id, req)
-    plan = Plan(new_decision_id(), key, req.format, req.model, effort, policy_name, req.stream, why="",
-                stepped_down=stepped_down, session=session if policy.affinity else None, seed=seed)
+    plan = functools.partial(Plan, new_decision_id(), key, req.format, req.model, effort, policy_name, req.stream,
+                             stepped_down=stepped_down, session=session if policy.affinity else None, seed=seed)
     try:
         first, why, rest = _first_choice(catalog, policy, policy_name, key.models, req.model, effort, seed)
     except ApiError as err:
-        return dataclasses.replace(plan, why=err.message, refusal=err)
+        return plan(why=err.message, refusal=err)
     named = policy.fallbacks.get(first.id) or _alias_fallbacks(policy, first)
     chain: list[tuple[Model, str]] = []
     for m, reason in [*((m, f"next in the {effort!r} tier of policy {policy_name!r}") for m in rest),
@@ -122,7 +123,7 @@ def decide(catalog: Catalog, policies: dict[str, PolicySettings], default_policy
             candidates.append(Candidate(m, "fallback", reason))
         else:
             candidates.append(Candidate(m, "skipped", "not allowed for this key"))
-    return dataclasses.replace(plan, why=why, candidates=tuple(candidates))
+    return plan(why=why, candidates=tuple(candidates))
 
 
 # What skips a deployment now, if anything: why in words, and the wait until it may be tried (Cooldowns.blocking).
@@ -141,6 +142,8 @@ def screen(plan: Plan, blocking: Blocking, needed_tokens: int, ceiling: Ceiling 
         if c.verdict != "skipped":
             c, chosen = _ranked(c, first=not chosen), True
         ranked.append(c)
+    if ceiling is plan.max_cost and all(a is b for a, b in zip(ranked, plan.candidates, strict=True)):
+        return plan  # nothing skipped or moved (a frozen plan: no copy needed)
     return dataclasses.replace(plan, candidates=tuple(ranked), max_cost=ceiling)
 
 

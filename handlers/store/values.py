@@ -12,6 +12,8 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any, get_args
 
+import orjson
+
 from .base import SCOPES, BudgetPeriod, Key, Limits, Workspace
 
 PERIODS: tuple[str, ...] = get_args(BudgetPeriod)
@@ -180,12 +182,21 @@ def to_decision(record: dict[str, Any]) -> tuple[Any, ...]:
         if required not in record:
             raise ValueError(f"a decision record needs {required!r}")
     created_at = as_time(record["created_at"])
-    text = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+    text = _json(record)
     if "\\u0000" in text:  # a NUL from the caller (a model name, say): PostgreSQL's jsonb refuses it
         record = _without_nul(record)
-        text = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+        text = _json(record)
     return (record["id"], created_at, record.get("workspace_id"), record.get("key_id"), listed_model(record),
             record.get("outcome"), text)
+
+
+def _json(record: dict[str, Any]) -> str:
+    """The record as compact JSON text: orjson's, or the standard library's for what orjson refuses (an integer past
+    64 bits; keys that are not strings are written as strings by both)."""
+    try:
+        return orjson.dumps(record, option=orjson.OPT_NON_STR_KEYS).decode()
+    except orjson.JSONEncodeError:
+        return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
 
 
 def _without_nul(value: Any) -> Any:
