@@ -86,7 +86,7 @@ def targets_for(scenario: str, tgts: list[Target]) -> list[Target]:
     store, the baseline on SQLite, LiteLLM only for the free chat scenarios."""
     sc = SCENARIOS[scenario]
     gateway = "specway-pg" if sc.store == "postgres" else "specway"
-    free_chat = sc.fmt == "chat" and not sc.priced
+    free_chat = sc.fmt == "chat" and not sc.priced and not sc.paced  # the peer's config maps bench-model alone
     keep = {"direct", "httpx-ceiling", "aiohttp-ceiling", gateway}
     keep |= {"baseline"} if sc.store == "sqlite" else set()
     keep |= {"litellm"} if free_chat else set()

@@ -172,6 +172,7 @@ def test_each_cell_loads_direct_ceilings_and_the_gateway_of_its_store() -> None:
     assert picked["priced-sqlite"] == ["direct", "httpx-ceiling", "aiohttp-ceiling", "specway", "baseline"]
     assert picked["priced-postgres"] == ["direct", "httpx-ceiling", "aiohttp-ceiling", "specway-pg"]
     assert picked["messages"] == picked["responses"] == picked["priced-sqlite"]
+    assert picked["stream-paced"] == picked["priced-sqlite"]  # LiteLLM's config has no paced model
     assert set(load.DEFAULT_SCENARIOS) <= set(load.SCENARIOS)
     # a priced cell also loads its own gateway with the free JSON request, right before the priced one
     pg = [(t.name, body, row) for t, body, row in load.plan("priced-postgres", tgts)]
