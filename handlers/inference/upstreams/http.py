@@ -41,6 +41,7 @@ LIMITS = httpx.Limits(max_connections=0, keepalive_expiry=30.0)
 _BUSY_RETRY = 1.0  # seconds a caller turned away by a full pool is told to wait: connections free up as calls end
 _JSON = {"content-type": "application/json"}
 
+
 class _NoCookies(httpx.Cookies):
     """httpx's jar for an upstream: it keeps nothing, and reads nothing of an answer (httpx's own extraction builds
     urllib and email objects for every answer, even for a jar whose policy refuses every cookie)."""
