@@ -116,8 +116,8 @@ def test_a_closed_pipe_is_no_traceback(config: Path) -> None:
             db.execute(f"INSERT INTO keys ({', '.join(values)}) VALUES ({', '.join('?' * len(values))})",
                        list(values.values()))
     for command in ("keys list --json", "keys list"):
-        done = subprocess.run(["bash", "-c", f'"{sys.executable}" -m handlers.cli --config "{config}" {command} '
-                               "| head -n 1"], capture_output=True, text=True, timeout=60, check=False)
+        done = subprocess.run(["bash", "-c", (f'"{sys.executable}" -m handlers.cli --config "{config}" {command} '
+                                              "| head -n 1")], capture_output=True, text=True, timeout=60, check=False)
         assert done.stdout.strip() and "Traceback" not in done.stderr and "BrokenPipeError" not in done.stderr, \
             done.stderr
 

@@ -14,9 +14,9 @@ import httpx
 import pytest
 import yaml
 
+from tests import fake_gemini
 from tests.conftest import free_port, fresh_postgres, tool
 from tests.docs_support import Terminal, block
-from tests import fake_gemini
 from tests.fake_upstream import AWS_KEY, FakeUpstream
 
 RUN = {

@@ -19,7 +19,7 @@ BY = Actor("key_00000000000000aa")
 
 
 async def test_changes_are_recorded_with_their_fields_and_paged(store: SQLStore) -> None:
-    ws = await store.create_workspace("w", D("1"), audit=BY)
+    ws = await store.create_workspace("w", D(1), audit=BY)
     key, _ = await store.create_key(ws.id, "k", ("inference",), audit=BY)
     await store.update_key(key.id, models=("a",), audit=BY)
     await store.add_credit(ws.id, D("-0.5"), audit=Actor(None))

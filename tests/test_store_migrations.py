@@ -4,7 +4,6 @@ in tests/store_support.py)."""
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal as D

@@ -18,8 +18,8 @@ from generated.config import UpstreamSettings
 from handlers.config import ConfigError, parse
 from handlers.inference.canonical import FinishReason, Request, Result, fold
 from handlers.inference.formats.embeddings import Embed
-from handlers.inference.upstreams.azure import AzureResponsesUpstream, AzureUpstream, resource_endpoint
 from handlers.inference.upstreams.access_tokens import RENEW_BEFORE
+from handlers.inference.upstreams.azure import AzureResponsesUpstream, AzureUpstream, resource_endpoint
 from handlers.inference.upstreams.entra import EntraTokens
 from handlers.inference.upstreams.failures import event_error
 from handlers.inference.upstreams.registry import build_upstream

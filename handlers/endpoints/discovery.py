@@ -18,10 +18,10 @@ from handlers.edge.responses import json_response, model_response
 from handlers.errors import ApiError, not_found
 from handlers.inference.catalog import SOURCED_FIELDS, Catalog, Model
 from handlers.inference.formats import FORMATS
-from handlers.store.values import money_text
 from handlers.observability import decisions
 from handlers.observability.usage import parse_time
 from handlers.store.base import DecisionQuery
+from handlers.store.values import money_text
 
 # An answer's id is its decision id after its format's prefix (chatcmpl-, msg_, resp_).
 _DECISION_PREFIXES = tuple(fmt.VOCABULARY.id_prefix for fmt in FORMATS.values())

@@ -19,6 +19,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+
 import orjson
 
 from handlers.inference.canonical import Request

@@ -23,8 +23,8 @@ from handlers.inference.canonical import Request, Usage
 from handlers.inference.catalog import Model
 from handlers.inference.formats.base import Traits
 from handlers.inference.upstreams.base import Upstream
-from handlers.serving.lifecycle import Lifecycle
 from handlers.serving import spend
+from handlers.serving.lifecycle import Lifecycle
 from handlers.serving.relay import traits_for
 
 ESTIMATED = "x-specway-estimated"

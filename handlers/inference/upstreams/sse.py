@@ -30,6 +30,7 @@ def answer_too_large(limit: int) -> TooLarge:
 
 
 _EOL = re.compile(rb"\r\n|\r|\n")
+_SIZES = Sizes()  # frozen: one default serves every call
 
 
 def _event_too_large(limit: int) -> TooLarge:
@@ -67,7 +68,7 @@ async def _lines(chunks: AsyncIterator[bytes], sizes: Sizes) -> AsyncIterator[st
     # Whatever is left had no line end: an unfinished event, which SSE discards.
 
 
-async def iter_sse(response: httpx.Response, sizes: Sizes = Sizes()) -> AsyncIterator[SseEvent]:
+async def iter_sse(response: httpx.Response, sizes: Sizes = _SIZES) -> AsyncIterator[SseEvent]:
     """Server-sent events from a streaming response: `event:` names, multi-line data, comments, CRLF. An event or
     the whole answer past `sizes` is TooLarge."""
     event, data, size = "", [], 0

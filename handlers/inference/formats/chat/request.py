@@ -44,8 +44,8 @@ from handlers.inference.formats.common import (
 )
 from handlers.inference.formats.tool_reading import (
     OPENAI_CHOICES,
-    function_tool,
     custom_tool,
+    function_tool,
     hosted_tool,
     tool_choice,
     tool_list,

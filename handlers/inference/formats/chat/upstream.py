@@ -34,8 +34,8 @@ from handlers.inference.formats.common import (
     refuse_untranslatable,
     write_data_url,
 )
-from handlers.inference.formats.tool_reading import OPENAI_CHOICES
 from handlers.inference.formats.reasoning import goes_back
+from handlers.inference.formats.tool_reading import OPENAI_CHOICES
 from handlers.inference.formats.tools import INPUT, Crossing
 
 KIND = VOCABULARY.kind

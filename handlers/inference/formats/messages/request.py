@@ -40,8 +40,8 @@ from handlers.inference.formats.common import (
     string_field,
     whole,
 )
-from handlers.inference.formats.tool_reading import function_tool, hosted_tool, tool_choice, tool_list
 from handlers.inference.formats.messages.vocabulary import CHOICES, ROLES, VOCABULARY
+from handlers.inference.formats.tool_reading import function_tool, hosted_tool, tool_choice, tool_list
 
 # Declared fields the Request does not model: Request.extra (the spec's x-translate marks).
 _EXTRA_FIELDS = tuple(sorted(VOCABULARY.fields.extra))

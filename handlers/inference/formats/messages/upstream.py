@@ -25,8 +25,6 @@ from handlers.inference.canonical import (
 )
 from handlers.inference.formats.base import Traits, UpstreamOptions
 from handlers.inference.formats.common import block_param, passthrough_body, present, refuse_untranslatable, tool_input
-from handlers.inference.formats.reasoning import goes_back, thinking_allowed
-from handlers.inference.formats.tools import INPUT, Crossing
 from handlers.inference.formats.messages.vocabulary import (
     CHOICE_TYPES,
     KIND,
@@ -38,6 +36,8 @@ from handlers.inference.formats.messages.vocabulary import (
     thinking_block,
     tool_use_block,
 )
+from handlers.inference.formats.reasoning import goes_back, thinking_allowed
+from handlers.inference.formats.tools import INPUT, Crossing
 
 _EMPTY_SCHEMA = {"type": "object", "properties": {}}
 _TIERS = {"low": 0, "medium": 1, "high": 2}  # the effort tiers with a thinking budget (minimal has none)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from handlers.inference.canonical import (
-    ToolCallStart,
     Answer,
     Block,
     FinishReason,
@@ -14,6 +13,7 @@ from handlers.inference.canonical import (
     Text,
     Thinking,
     ToolCall,
+    ToolCallStart,
     Unknown,
     Usage,
 )

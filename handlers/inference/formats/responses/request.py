@@ -11,13 +11,13 @@ from generated.models import Input, ResponsesInputItem, ResponsesRequest, Respon
 from handlers.errors import ApiError, bad_request
 from handlers.inference.canonical import (
     AnyTool,
-    CustomTool,
-    Namespace,
     Block,
     CacheMark,
+    CustomTool,
     Document,
     Image,
     Message,
+    Namespace,
     OutputFormat,
     Request,
     Role,
@@ -35,24 +35,24 @@ from handlers.inference.formats.common import (
     join_system,
     json_text,
     opt_float,
-    str_or_empty,
     read_data_url,
     required_str,
     role_error,
+    str_or_empty,
     str_or_none,
     string_field,
     whole,
 )
+from handlers.inference.formats.reasoning import carried, restore
+from handlers.inference.formats.responses.vocabulary import NESTED, VOCABULARY
 from handlers.inference.formats.tool_reading import (
     OPENAI_CHOICES,
-    function_tool,
     custom_tool,
+    function_tool,
     hosted_tool,
     tool_choice,
     tool_list,
 )
-from handlers.inference.formats.reasoning import carried, restore
-from handlers.inference.formats.responses.vocabulary import NESTED, VOCABULARY
 
 _ROLES: dict[str, Role] = {"user": "user", "assistant": "assistant"}
 _SYSTEM_ROLES = frozenset({"system", "developer"})

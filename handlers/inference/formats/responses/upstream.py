@@ -32,10 +32,10 @@ from handlers.inference.formats.common import (
     refuse_untranslatable,
     write_data_url,
 )
-from handlers.inference.formats.tool_reading import OPENAI_CHOICES
 from handlers.inference.formats.reasoning import carried, goes_back
 from handlers.inference.formats.responses.answer import summary
 from handlers.inference.formats.responses.vocabulary import ENCRYPTED, KIND
+from handlers.inference.formats.tool_reading import OPENAI_CHOICES
 from handlers.inference.formats.tools import Crossing
 
 _CHOICE_WORDS: dict[str, str] = {mode: word for word, mode in OPENAI_CHOICES[0].items()}
