@@ -3,6 +3,7 @@ one refused record cannot hold back, and that a store outage keeps."""
 
 from __future__ import annotations
 
+import asyncio
 import warnings
 from decimal import Decimal
 from pathlib import Path
@@ -65,6 +66,43 @@ async def test_everything_stays_pending_while_the_store_is_away(tmp_path: Path) 
     await recorder.flush()
     assert await store.get_decision("a") == stored("a") and await store.get_decision("b") == stored("b")
     await store.close()
+
+
+class BusyStore(SQLiteStore):
+    """A store that takes a while to write, during which more requests end (their records are added)."""
+
+    recorder: Recorder
+    arriving = 0
+    late = 0
+
+    async def save_decisions(self, records: list[dict[str, Any]], uncounted: frozenset[str] = frozenset()) -> None:
+        for _ in range(self.arriving):
+            self.recorder.add(*made(f"late{self.late}"))
+            self.late += 1
+        await super().save_decisions(records, uncounted)
+
+
+async def test_a_flush_writes_what_was_pending_when_it_began(tmp_path: Path) -> None:
+    """Under load a writer that went on until nothing was pending never stopped (and wrote batches of a few dozen
+    records, a transaction each): the records of requests that end during a flush wait for the next one."""
+    store = BusyStore(str(tmp_path / "s.db"))
+    await store.open()
+    try:
+        recorder = store.recorder = Recorder(store)
+        for i in range(450):
+            recorder.add(*made(f"r{i}"))
+        store.arriving = 30  # every batch written, 30 more requests end
+        await asyncio.wait_for(recorder.flush(), 30)  # three batches of 200, 200 and 50
+        assert recorder.unwritten() == 90
+        for i in (0, 199, 200, 449):
+            assert await store.get_decision(f"r{i}") == stored(f"r{i}")
+        store.arriving = 0
+        await recorder.flush()
+        assert recorder.unwritten() == 0
+        for i in (0, 89):
+            assert await store.get_decision(f"late{i}") == stored(f"late{i}")
+    finally:
+        await store.close()
 
 
 # --- the record ----------------------------------------------------------------------------------------------------

@@ -235,13 +235,13 @@ class Recorder:
             await self._flush()
 
     async def _flush(self) -> None:
-        while True:  # the records a lease paid are the ledger's to write, with its charge
-            unpaid = [made for made in self._pending.values() if made[1].paid_by is None]
-            if not unpaid:
+        """What was pending when it began, in batches. Records of requests that end meanwhile wait for the next
+        flush: a writer that went on until nothing was pending never stopped under load, and wrote batches of a
+        few dozen records, each a transaction of its own."""
+        unpaid = [made for made in self._pending.values() if made[1].paid_by is None]  # a lease's are the ledger's
+        for start in range(0, len(unpaid), _BATCH):
+            if not await self._write(await in_slices(self._made, unpaid[start:start + _BATCH])):
                 return
-            for start in range(0, len(unpaid), _BATCH):
-                if not await self._write(await in_slices(self._made, unpaid[start:start + _BATCH])):
-                    return
 
     async def _write(self, batch: list[dict[str, Any]]) -> bool:
         """One batch; False when the store is away (it stays pending)."""
