@@ -118,9 +118,9 @@ class _Conn:
 
     async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         """Several rows of one INSERT ... VALUES go in as one statement over a JSON array of them (json_each).
-        sqlite3's executemany hands the GIL back and forth with the event loop's thread around every row's step,
-        and each handoff slows the loop: a batch of 200 decision records cost the requests served meanwhile more CPU
-        than SQLite spent writing it (bench/README.md). Rows JSON cannot carry exactly go in one by one."""
+        sqlite3's executemany steps each row with the GIL released and takes it back after, so a batch of decision
+        records handed the GIL to and from the event loop's thread hundreds of times (bench/README.md, "Decision
+        records"). Rows JSON cannot carry exactly go in row by row, as before."""
         bound = [_bind(row) for row in rows]
         packed = _packed(sql, bound)
         if packed is not None:
