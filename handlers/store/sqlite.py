@@ -62,11 +62,9 @@ def _as_one(sql: str) -> str | None:
     return f"{head} SELECT {columns} FROM json_each(?1) WHERE true{rest}"
 
 
-def _packed(sql: str, rows: list[tuple[Any, ...]]) -> str | None:
-    """The rows as one JSON array for _as_one(sql), when there are several and JSON carries each value exactly
-    (text without NUL, SQLite's integers, NULL); else None."""
-    if len(rows) < 2 or _as_one(sql) is None:
-        return None
+def _packed(rows: list[tuple[Any, ...]]) -> str | None:
+    """The rows as one JSON array, when JSON carries each value exactly (text without NUL, SQLite's integers,
+    NULL); else None."""
     for row in rows:
         for value in row:
             kind = type(value)
@@ -122,9 +120,10 @@ class _Conn:
         records handed the GIL to and from the event loop's thread hundreds of times (bench/README.md, "Decision
         records"). Rows JSON cannot carry exactly go in row by row, as before."""
         bound = [_bind(row) for row in rows]
-        packed = _packed(sql, bound)
-        if packed is not None:
-            await self._db.execute(_as_one(sql), (packed,))  # type: ignore[arg-type]  # _packed checked it
+        one = _as_one(sql) if len(bound) > 1 else None
+        packed = _packed(bound) if one is not None else None
+        if one is not None and packed is not None:
+            await self._db.execute(one, (packed,))
         else:
             await self._db.executemany(_sql(sql), bound)
 
