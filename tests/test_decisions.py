@@ -4,6 +4,8 @@ one refused record cannot hold back, and that a store outage keeps."""
 from __future__ import annotations
 
 import asyncio
+import re
+import time
 import warnings
 from decimal import Decimal
 from pathlib import Path
@@ -14,7 +16,7 @@ import pytest
 from generated import models
 from handlers.inference.canonical import Usage
 from handlers.inference.catalog import Model
-from handlers.inference.routing import Candidate, Plan
+from handlers.inference.routing import Candidate, Plan, new_decision_id
 from handlers.inference.trace import Attempt, Trace
 from handlers.observability import decisions
 from handlers.observability.decisions import Recorder
@@ -103,6 +105,18 @@ async def test_a_flush_writes_what_was_pending_when_it_began(tmp_path: Path) -> 
             assert await store.get_decision(f"late{i}") == stored(f"late{i}")
     finally:
         await store.close()
+
+
+def test_decision_ids_begin_with_the_time_and_stay_unguessable() -> None:
+    """32 hex digits as before; those made later sort after (the store's index grows at its end); 80 random bits."""
+    made: list[str] = []
+    for _ in range(20):
+        made.append(new_decision_id())
+        time.sleep(0.002)
+    assert all(re.fullmatch(r"[0-9a-f]{32}", i) for i in made) and made == sorted(made)
+    now_ms = time.time_ns() // 1_000_000
+    assert now_ms - 1000 < int(made[-1][:12], 16) <= now_ms
+    assert len({new_decision_id()[12:] for _ in range(10_000)}) == 10_000
 
 
 # --- the record ----------------------------------------------------------------------------------------------------

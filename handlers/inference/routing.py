@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import secrets
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -70,7 +71,10 @@ class Plan:
 
 
 def new_decision_id() -> str:
-    return secrets.token_hex(16)  # 128 random bits: unguessable
+    """32 hex digits: the time in milliseconds (12), then 80 random bits (unguessable). Ids that begin with the time
+    are added at the end of the store's index of records rather than at a random page of it, which costs a SQLite
+    store with 200,000 records 27 % less CPU per record (bench/README.md, "Decision records")."""
+    return f"{time.time_ns() // 1_000_000:012x}{secrets.token_hex(10)}"
 
 
 def normalise_effort(req: Request, policy: PolicySettings) -> str | None:
