@@ -96,11 +96,12 @@ def targets_for(scenario: str, tgts: list[Target]) -> list[Target]:
 def plan(scenario: str, tgts: list[Target]) -> list[tuple[Target, str, str]]:
     """A cell's loads in order, as (target, the scenario whose request it gets, the row's name). A scenario compared
     with a free one (`vs`) also loads its gateway with that free request right before it ("specway:json"), so the
-    priced/free (or translated/passthrough) ratio compares neighbours in time, on the same process and store."""
+    priced/free (or translated/passthrough) ratio compares neighbours in time, on the same process and store; and the
+    baseline likewise ("baseline:json"), so that both carry the same writes of that row into their own."""
     sc = SCENARIOS[scenario]
     out = []
     for t in targets_for(scenario, tgts):
-        if sc.vs and t.name in ("specway", "specway-pg"):
+        if sc.vs and t.name in ("specway", "specway-pg", "baseline"):
             out.append((t, sc.vs, f"{t.name}:{sc.vs}"))
         out.append((t, scenario, t.name))
     return out

@@ -178,6 +178,9 @@ def test_each_cell_loads_direct_ceilings_and_the_gateway_of_its_store() -> None:
     pg = [(t.name, body, row) for t, body, row in load.plan("priced-postgres", tgts)]
     assert pg[-2:] == [("specway-pg", "json", "specway-pg:json"), ("specway-pg", "priced-postgres", "specway-pg")]
     assert [row for _, _, row in load.plan("json", tgts)] == picked["json"]
+    # the baseline gets the same free request first, so that an A/B compares gateways that did the same work
+    assert [row for _, _, row in load.plan("messages", tgts)][-4:] == ["specway:json", "specway", "baseline:json",
+                                                                        "baseline"]
 
 
 def test_specway_config_has_a_free_and_a_priced_model_on_one_upstream() -> None:
