@@ -116,7 +116,8 @@ def test_an_error_after_the_answer_started_is_not_answered_twice(live: Live) -> 
     check, call = lane._ops[where]
     lane._ops[where] = (check, _FailsMidway())  # type: ignore[assignment]
     try:
-        with pytest.raises(httpx.RemoteProtocolError):
+        # The body stops short (RemoteProtocolError), or the close overtakes it (ReadError: reset by peer).
+        with pytest.raises((httpx.RemoteProtocolError, httpx.ReadError)):
             httpx.post(live.url + where[0], json=CHAT, headers=live.headers, timeout=10)
     finally:
         lane._ops[where] = (check, call)
