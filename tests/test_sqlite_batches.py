@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from handlers.store import SQLiteStore
+from handlers.store.sqlcore import Conn
 from handlers.store.sqlite import _as_one
 
 _TABLE = "(id TEXT PRIMARY KEY, t TEXT, i INTEGER, n NUMERIC, r REAL, a)"  # every affinity, and none
@@ -28,9 +29,8 @@ _INTEGERS = [0, -1, 1, 2**63 - 1, -(2**63), True, False]
 async def fixture_store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
     store = SQLiteStore(str(tmp_path / "s.db"))
     await store.open()
-    async with store._tx() as tx:
-        for table in ("batched", "single"):
-            await tx.execute(f"CREATE TABLE {table} {_TABLE}")
+    for table in ("batched", "single"):
+        await store._transaction(lambda tx, table=table: tx.execute(f"CREATE TABLE {table} {_TABLE}"))
     yield store
     await store.close()
 
@@ -53,17 +53,18 @@ async def _statements(store: SQLiteStore, rows: list[tuple[Any, ...]], table: st
     assert store._writer is not None
     await store._writer.set_trace_callback(ran.append)
     try:
-        async with store._tx() as tx:
-            await tx.executemany(_UPSERT.format(table=table), rows)
+        await store._transaction(lambda tx: tx.executemany(_UPSERT.format(table=table), rows))
     finally:
         await store._writer.set_trace_callback(None)
     return [s for s in ran if s.startswith("INSERT")]
 
 
 async def _one_by_one(store: SQLiteStore, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-    async with store._tx() as tx:
+    async def each(tx: Conn) -> None:
         for row in rows:
             await tx.execute(_UPSERT.format(table="single"), *row)
+
+    await store._transaction(each)
     return await _stored(store, "single")
 
 
@@ -94,8 +95,8 @@ async def test_rows_json_cannot_carry_exactly_go_row_by_row(store: SQLiteStore, 
 @pytest.mark.parametrize("big", [2**63, 2**64, -(2**63) - 1])
 async def test_an_integer_sqlite_cannot_hold_fails_as_it_did(store: SQLiteStore, big: int) -> None:
     with pytest.raises(OverflowError):
-        async with store._tx() as tx:
-            await tx.executemany(_UPSERT.format(table="batched"), [("a", "x", 1, 1, 1, 1), ("b", "y", big, 2, 2, 2)])
+        await store._transaction(lambda tx: tx.executemany(_UPSERT.format(table="batched"),
+                                                           [("a", "x", 1, 1, 1, 1), ("b", "y", big, 2, 2, 2)]))
     assert await _stored(store, "batched") == []
 
 
@@ -104,8 +105,7 @@ async def test_one_row_and_other_statements_are_run_as_given(store: SQLiteStore)
     ran: list[str] = []
     assert store._writer is not None
     await store._writer.set_trace_callback(ran.append)
-    async with store._tx() as tx:
-        await tx.executemany("UPDATE batched SET t = $2 WHERE id = $1", [("a", "y"), ("b", "z")])
+    await store._transaction(lambda tx: tx.executemany("UPDATE batched SET t = $2 WHERE id = $1", [("a", "y"), ("b", "z")]))
     await store._writer.set_trace_callback(None)
     assert [s for s in ran if s.startswith("UPDATE")] == ["UPDATE batched SET t = 'y' WHERE id = 'a'",
                                                           "UPDATE batched SET t = 'z' WHERE id = 'b'"]

@@ -70,21 +70,21 @@ async def immediate(db: aiosqlite.Connection) -> AsyncIterator[aiosqlite.Connect
     """A BEGIN IMMEDIATE transaction on an autocommit connection: the file's write lock is taken before the
     first read (waiting up to busy_timeout), so nothing read can change before COMMIT."""
     try:
-        await _through(db.execute("BEGIN IMMEDIATE"))
+        await through(db.execute("BEGIN IMMEDIATE"))
     except asyncio.CancelledError:
         if db.in_transaction:  # the BEGIN ran on after the caller left: give the transaction back
-            await _through(db.execute("ROLLBACK"))
+            await through(db.execute("ROLLBACK"))
         raise
     try:
         yield db
-        await _through(db.execute("COMMIT"))
+        await through(db.execute("COMMIT"))
     except BaseException:
         if db.in_transaction:
-            await _through(db.execute("ROLLBACK"))
+            await through(db.execute("ROLLBACK"))
         raise
 
 
-async def _through(call: Awaitable[Any]) -> Any:
+async def through(call: Awaitable[Any]) -> Any:
     """An aiosqlite call awaited to its end even when the caller is cancelled meanwhile: the statement runs on
     aiosqlite's thread regardless, and only once it has ended is the connection's transaction state known (a BEGIN
     left behind by a cancelled caller made every later transaction fail with "cannot start a transaction within a

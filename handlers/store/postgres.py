@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import asyncpg
 
@@ -24,6 +24,9 @@ from handlers.errors import StoreUnavailable
 from .base import DEFAULT_TIMEOUT, store_wait
 from .migrations import migrate_postgres
 from .sqlbase import SQLStore
+from .sqlcore import Body
+
+_T = TypeVar("_T")
 
 
 def _text(args: Sequence[Any]) -> Sequence[Any]:
@@ -100,10 +103,9 @@ class PostgresStore(SQLStore):
         async with self._read() as conn:
             await conn.fetchrow("SELECT 1")
 
-    @asynccontextmanager
-    async def _tx(self) -> AsyncIterator[_Conn]:
+    async def _transaction(self, body: Body[_T]) -> _T:
         async with self._connection(self._pool, transaction=True) as conn:
-            yield conn
+            return await body(conn)
 
     @asynccontextmanager
     async def _read(self) -> AsyncIterator[_Conn]:

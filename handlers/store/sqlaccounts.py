@@ -54,9 +54,12 @@ class SQLAccounts(SQLCore):
     async def create_workspace(self, name: str, credit: Decimal = Decimal(0), *,
                                audit: Actor | None = None) -> Workspace:
         ws = Workspace(new_id("ws_"), name, as_money(credit), Decimal(0), Decimal(0), utcnow())
-        async with self._tx() as tx:
+
+        async def create(tx: Conn) -> None:
             await tx.execute(sql_insert("workspaces", WS_COLS), *(getattr(ws, col) for col in WS_COLS))
             await self._audit_workspace(tx, audit, "workspace.create", None, ws)
+
+        await self._transaction(create)
         return ws
 
     async def _audit_workspace(self, tx: Conn, actor: Actor | None, action: str, before: Workspace | None,
@@ -81,18 +84,22 @@ class SQLAccounts(SQLCore):
         return await self._unleased(found, "workspace_id")
 
     async def rename_workspace(self, workspace_id: str, name: str, *, audit: Actor | None = None) -> Workspace | None:
-        async with self._tx() as tx:
+
+        async def rename(tx: Conn) -> bool:
             ws = await self._locked_workspace(tx, workspace_id)
             if ws is None:
-                return None
+                return False
             await tx.execute("UPDATE workspaces SET name = $2 WHERE id = $1", workspace_id, name)
             await self._audit_workspace(tx, audit, "workspace.update", ws, replace(ws, name=name))
-        return await self.get_workspace(workspace_id)
+            return True
+
+        return await self.get_workspace(workspace_id) if await self._transaction(rename) else None
 
     async def add_credit(self, workspace_id: str, amount: Decimal, *, audit: Actor | None = None) -> Workspace | None:
         """Add to the balance (a negative amount corrects it downwards, never below zero: Refused)."""
         amount = as_money(amount)
-        async with self._tx() as tx:
+
+        async def credit(tx: Conn) -> Workspace | None:
             before = await self._locked_workspace(tx, workspace_id)
             if before is None:
                 return None
@@ -103,19 +110,24 @@ class SQLAccounts(SQLCore):
             ws = replace(before, credit=before.credit + amount)
             await tx.execute("UPDATE workspaces SET credit = $2 WHERE id = $1", ws.id, ws.credit)
             await self._audit_workspace(tx, audit, "workspace.credit", before, ws)
-        return ws
+            return ws
+
+        return await self._transaction(credit)
 
     async def set_workspace_revoked(self, workspace_id: str, revoked: bool, *,
                                     audit: Actor | None = None) -> Workspace | None:
-        async with self._tx() as tx:
+
+        async def revoke(tx: Conn) -> bool:
             before = await self._locked_workspace(tx, workspace_id)
             if before is None:
-                return None
+                return False
             at = (before.revoked_at or utcnow()) if revoked else None  # revoked again: the first time stays
             await tx.execute("UPDATE workspaces SET revoked_at = $2 WHERE id = $1", workspace_id, at)
             action = "workspace.revoke" if revoked else "workspace.restore"
             await self._audit_workspace(tx, audit, action, before, replace(before, revoked_at=at))
-        return await self.get_workspace(workspace_id)
+            return True
+
+        return await self.get_workspace(workspace_id) if await self._transaction(revoke) else None
 
     # keys
     async def create_key(
@@ -138,7 +150,8 @@ class SQLAccounts(SQLCore):
             revoked_at=None, limits=limits, period_start=period_floor(limits.budget_period, now),
         )  # fmt: skip
         row = key_row(key) | {"secret_hash": hash_secret(secret)}
-        async with self._tx() as tx:
+
+        async def create(tx: Conn) -> None:
             ws = await self._locked_workspace(tx, workspace_id)
             if ws is None:
                 raise LookupError(f"no workspace {workspace_id}")
@@ -146,6 +159,8 @@ class SQLAccounts(SQLCore):
                 raise WorkspaceRevoked(workspace_id)
             await tx.execute(sql_insert("keys", tuple(row)), *row.values())
             await self._audit_key(tx, audit, "key.create", None, key)
+
+        await self._transaction(create)
         return key, secret
 
     async def key_by_secret(self, secret: str) -> Key | None:
@@ -161,10 +176,11 @@ class SQLAccounts(SQLCore):
     async def rotate_key(self, key_id: str, grace: timedelta, *,
                          audit: Actor | None = None) -> tuple[Key, str] | None:
         secret, now = new_secret(), utcnow()
-        async with self._tx() as tx:
+
+        async def rotate(tx: Conn) -> bool:
             before = await self._locked_key(tx, key_id)
             if before is None:
-                return None
+                return False
             if before.workspace_revoked_at is not None:
                 raise WorkspaceRevoked(before.workspace_id)
             row = await tx.fetchrow("SELECT secret_hash FROM keys WHERE id = $1", key_id)
@@ -176,6 +192,10 @@ class SQLAccounts(SQLCore):
                              key_id, hash_secret(secret), after.hint, row["secret_hash"] if kept else None,
                              after.previous_expires_at, now)
             await self._audit_key(tx, audit, "key.rotate", before, after)
+            return True
+
+        if not await self._transaction(rotate):
+            return None
         key = await self.get_key(key_id)
         assert key is not None  # keys are never deleted
         return key, secret
@@ -196,7 +216,8 @@ class SQLAccounts(SQLCore):
         """
         if unknown := set(changes) - UPDATABLE:
             raise ValueError(f"cannot update {', '.join(sorted(unknown))}; allowed: {', '.join(sorted(UPDATABLE))}")
-        async with self._tx() as tx:
+
+        async def update(tx: Conn) -> Key | None:
             before = key = await self._locked_key(tx, key_id)
             if key is None:
                 return None
@@ -211,19 +232,24 @@ class SQLAccounts(SQLCore):
             row = key_row(key)
             await tx.execute(UPDATE_KEY, key.id, *(row[c] for c in KEY_MUTABLE))
             await self._audit_key(tx, audit, "key.update", before, key)
-        return key
+            return key
+
+        return await self._transaction(update)
 
     async def revoke_key(self, key_id: str, *, audit: Actor | None = None) -> Key | None:
         """Revoke now; revoking again keeps the first time."""
-        async with self._tx() as tx:
+
+        async def revoke(tx: Conn) -> bool:
             before = await self._locked_key(tx, key_id)
             if before is None:
-                return None
+                return False
             if before.revoked_at is None:
                 now = utcnow()
                 await tx.execute("UPDATE keys SET revoked_at = $2 WHERE id = $1", key_id, now)
                 await self._audit_key(tx, audit, "key.revoke", before, replace(before, revoked_at=now))
-        return await self.get_key(key_id)
+            return True
+
+        return await self.get_key(key_id) if await self._transaction(revoke) else None
 
     async def touch_keys(self, last_used: dict[str, datetime]) -> None:
         """Record last-used times; a time never moves backwards. Keys are locked in id order (no deadlocks)."""
@@ -231,14 +257,12 @@ class SQLAccounts(SQLCore):
             return
         rows = [(key_id, utc(at)) for key_id, at in sorted(last_used.items())]
         sql = "UPDATE keys SET last_used_at = $2 WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < $2)"
-        async with self._tx() as tx:
-            await tx.executemany(sql, rows)
+        await self._transaction(lambda tx: tx.executemany(sql, rows))
 
 
     # the audit log (entries of the methods above are written in their transactions)
     async def record_audit(self, entry: AuditEntry) -> None:
-        async with self._tx() as tx:
-            await audit_rows.write(tx, entry)
+        await self._transaction(lambda tx: audit_rows.write(tx, entry))
 
     async def audit_entry(self, entry_id: str) -> AuditEntry | None:
         row = await self._one(f"SELECT {', '.join(audit_rows.COLUMNS)} FROM audit_log WHERE id = $1", entry_id)
@@ -249,6 +273,5 @@ class SQLAccounts(SQLCore):
         return [audit_rows.of_row(r) for r in await self._all(sql, *args)]
 
     async def prune_audit(self, older_than: datetime) -> int:
-        async with self._tx() as tx:
-            return await tx.execute("DELETE FROM audit_log WHERE at < $1", utc(older_than))
+        return await self._transaction(lambda tx: tx.execute("DELETE FROM audit_log WHERE at < $1", utc(older_than)))
 

@@ -84,7 +84,8 @@ class SQLStore(SQLAccounts):
         if amount < 0:
             raise ValueError(f"cannot reserve a negative amount ({amount})")
         reservation_id = new_id("rsv_", 12)
-        async with self._tx() as tx:
+
+        async def hold(tx: Conn) -> str:
             books = await self._books(tx, key_id)
             try:
                 books = rule(books, amount, now)
@@ -97,7 +98,9 @@ class SQLStore(SQLAccounts):
                 sql_insert("reservations", ("id", "key_id", "workspace_id", "amount", "state", "created_at", "owner")),
                 reservation_id, key_id, books.workspace.id, books.held, "held", now, self.owner,
             )  # fmt: skip
-        return reservation_id
+            return reservation_id
+
+        return await self._transaction(hold)
 
     async def finish(self, reservation_id: str, cost: Decimal | None, rule: FinishRule) -> None:
         """Settle (cost) or release (None); LookupError for an unknown reservation, ValueError for a negative cost."""
@@ -115,7 +118,8 @@ class SQLStore(SQLAccounts):
     async def _finish(self, reservation_id: str, cost: Decimal | None, rule: FinishRule) -> bool:
         """Settle (cost) or release (None) a held reservation; False when it was already finished. A hold released
         meanwhile as a dead process's (its process was cut off from the store) is still charged its cost."""
-        async with self._tx() as tx:
+
+        async def finish(tx: Conn) -> bool:
             sql = "SELECT key_id, amount, state, cost FROM reservations WHERE id = $1" + self.lock
             rsv = await tx.fetchrow(sql, reservation_id)
             if rsv is None:
@@ -131,12 +135,15 @@ class SQLStore(SQLAccounts):
                 reservation_id, "released" if cost is None else "settled", rsv["cost"] if cost is None else cost,
                 utcnow(),
             )  # fmt: skip
-        return True
+            return True
+
+        return await self._transaction(finish)
 
     async def sync_lease(self, report: LeaseReport, now: datetime, rule: LeaseRule,
                          records: Sequence[dict[str, Any]] = ()) -> LeaseGrant:
         now, rows = utc(now), await in_slices(_decision_row, records)  # made before the transaction: it is short
-        async with self._tx() as tx:
+
+        async def sync(tx: Conn) -> LeaseGrant:
             if records and self.usage_lock:  # first, as save_decisions takes it: no two orders of locks
                 await tx.execute(self.usage_lock)
             row = None
@@ -149,23 +156,22 @@ class SQLStore(SQLAccounts):
             lease_id = await self._write_lease(tx, report, row, books, now)
             if records:
                 await self._save_decisions(tx, rows, frozenset())
-        return LeaseGrant(lease_id, books.held, useful)
+            return LeaseGrant(lease_id, books.held, useful)
+
+        return await self._transaction(sync)
 
     async def heartbeat(self, now: datetime) -> None:
-        async with self._tx() as tx:
-            await tx.execute(_BEAT, self.owner, utc(now))
+        await self._transaction(lambda tx: tx.execute(_BEAT, self.owner, utc(now)))
 
     async def release_orphans(self, dead_before: datetime, rule: FinishRule) -> int:
         dead_before = utc(dead_before)
         rows = await self._all(_ORPHANS, dead_before, self.owner)
         released = sum([await self._finish(row["id"], None, rule) for row in rows])
-        async with self._tx() as tx:
-            await tx.execute(_FORGET, dead_before, self.owner)
+        await self._transaction(lambda tx: tx.execute(_FORGET, dead_before, self.owner))
         return released
 
     async def retire(self) -> None:
-        async with self._tx() as tx:
-            await tx.execute("DELETE FROM owners WHERE id = $1", self.owner)
+        await self._transaction(lambda tx: tx.execute("DELETE FROM owners WHERE id = $1", self.owner))
 
     async def _write_lease(self, tx: Conn, report: LeaseReport, row: Any, books: Books, now: datetime) -> str | None:
         """The lease's rows after a sync that left it holding `books.held`; returns its id (None: no lease)."""
@@ -198,10 +204,13 @@ class SQLStore(SQLAccounts):
         if not records:
             return
         rows = await in_slices(_decision_row, records)
-        async with self._tx() as tx:
+
+        async def save(tx: Conn) -> None:
             if self.usage_lock:  # before reading which records exist: another writer's may not be committed yet
                 await tx.execute(self.usage_lock)
             await self._save_decisions(tx, rows, uncounted)
+
+        await self._transaction(save)
 
     async def _save_decisions(self, tx: Conn, rows: Sequence[_DecisionRow], uncounted: frozenset[str]) -> None:
         """Under `usage_lock`: the records (`rows`: their columns and usage) upserted, those new here added to the
@@ -249,8 +258,8 @@ class SQLStore(SQLAccounts):
         return [json.loads(row["record"]) for row in await self._all(sql, *args)]
 
     async def prune_decisions(self, older_than: datetime) -> int:
-        async with self._tx() as tx:
-            return await tx.execute("DELETE FROM decisions WHERE created_at < $1", utc(older_than))
+        return await self._transaction(lambda tx: tx.execute("DELETE FROM decisions WHERE created_at < $1",
+                                                             utc(older_than)))
 
 
 

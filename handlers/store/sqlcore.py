@@ -3,17 +3,17 @@ workspaces and keys, and reading them back.
 
 The SQL is written once with $n placeholders (the SQLite backend rewrites them to ?n); `lock` is " FOR UPDATE" on
 PostgreSQL and empty on SQLite, whose BEGIN IMMEDIATE already locks the whole database. Every read-modify-write
-runs in `_tx()` and locks rows in one order — reservation, key, workspace — so concurrent transactions cannot
+runs in `_transaction()` and locks rows in one order — reservation, key, workspace — so concurrent transactions cannot
 deadlock. On top of this: sqlaccounts.py (workspaces, keys, the audit log), then sqlbase.py (money, decisions).
 """
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from contextlib import AbstractAsyncContextManager
 from decimal import Decimal
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from .base import (
     Key,
@@ -78,14 +78,19 @@ class Conn(Protocol):
 
     async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None: ...
 
+_T = TypeVar("_T")
+Body = Callable[[Conn], Coroutine[Any, Any, _T]]
+
+
 class SQLCore(Store):
     lock: str = ""  # appended to SELECTs whose rows the transaction is about to change
     usage_lock: str = ""  # a statement that serializes rollup writers (SQLite's BEGIN IMMEDIATE already does)
     migrated: tuple[int, ...] = ()  # the schema versions the last open() applied
 
     @abc.abstractmethod
-    def _tx(self) -> AbstractAsyncContextManager[Conn]:
-        """A transaction that commits on success, rolls back on any exception."""
+    async def _transaction(self, body: Body[_T]) -> _T:
+        """`body(tx)` in a transaction that commits when it returns and rolls back on any exception; its result.
+        The body awaits nothing but `tx`'s calls: SQLite runs it whole on its connection's thread."""
 
     @abc.abstractmethod
     def _read(self) -> AbstractAsyncContextManager[Conn]:

@@ -16,12 +16,12 @@ import asyncio
 import re
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from datetime import datetime
 from decimal import Decimal
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import aiosqlite
 import orjson
@@ -29,12 +29,14 @@ import orjson
 from handlers.errors import StoreUnavailable
 
 from .base import DEFAULT_TIMEOUT, store_wait
-from .migrations import immediate, migrate_sqlite
+from .migrations import migrate_sqlite, through
 from .sqlbase import SQLStore
+from .sqlcore import Body
 from .values import iso
 
 BUSY_TIMEOUT_MS = 5000  # while opening (WAL switch, migrations): startup may wait longer than a request
 _PLACEHOLDER = re.compile(r"\$(\d+)")
+_T = TypeVar("_T")
 
 
 @lru_cache(maxsize=256)
@@ -97,22 +99,22 @@ async def _set_wal(db: aiosqlite.Connection) -> None:
 
 
 class _Conn:
+    """Statements on a sqlite3 connection, run on its own thread (aiosqlite's) by _in_thread: async calls that
+    return at once, so that the transactions written once for SQLite and PostgreSQL (sqlbase.py) run unchanged."""
+
     __slots__ = ("_db",)
 
-    def __init__(self, db: aiosqlite.Connection) -> None:
+    def __init__(self, db: sqlite3.Connection) -> None:
         self._db = db
 
     async def fetchrow(self, sql: str, *args: Any) -> Any:
-        async with self._db.execute(_sql(sql), _bind(args)) as cursor:
-            return await cursor.fetchone()
+        return self._db.execute(_sql(sql), _bind(args)).fetchone()
 
     async def fetch(self, sql: str, *args: Any) -> list[Any]:
-        async with self._db.execute(_sql(sql), _bind(args)) as cursor:
-            return list(await cursor.fetchall())
+        return self._db.execute(_sql(sql), _bind(args)).fetchall()
 
     async def execute(self, sql: str, *args: Any) -> int:
-        async with self._db.execute(_sql(sql), _bind(args)) as cursor:
-            return cursor.rowcount
+        return self._db.execute(_sql(sql), _bind(args)).rowcount
 
     async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         """Several rows of one INSERT ... VALUES go in as one statement over a JSON array of them (json_each).
@@ -123,9 +125,59 @@ class _Conn:
         one = _as_one(sql) if len(bound) > 1 else None
         packed = _packed(bound) if one is not None else None
         if one is not None and packed is not None:
-            await self._db.execute(one, (packed,))
+            self._db.execute(one, (packed,))
         else:
-            await self._db.executemany(_sql(sql), bound)
+            self._db.executemany(_sql(sql), bound)
+
+
+def _finished(step: Coroutine[Any, Any, _T]) -> _T:
+    """The result of a coroutine that never waits: its awaits are _Conn's, which return at once."""
+    try:
+        step.send(None)
+    except StopIteration as done:
+        return cast(_T, done.value)
+    step.close()
+    raise RuntimeError("a SQLite store call awaited something other than its connection")
+
+
+def _in_thread(db: sqlite3.Connection, body: Body[_T], transaction: bool) -> _T:
+    """`body` on the connection's thread, from start to end: within BEGIN IMMEDIATE ... COMMIT (ROLLBACK on any
+    exception) with `transaction`."""
+    if not transaction:
+        return _finished(body(_Conn(db)))
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        result = _finished(body(_Conn(db)))
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
+    return result
+
+
+async def _on_thread(db: aiosqlite.Connection, body: Body[_T], transaction: bool = False) -> _T:
+    """One round trip to the connection's thread for the whole of `body`, awaited to its end even when the caller
+    is cancelled meanwhile (it runs on regardless). aiosqlite's public calls are a round trip per statement, row
+    fetch and cursor close, and each waits for a turn of a busy event loop: a lease's sync took 10-15 of them, 0.2-1.5 s
+    under load, while the requests that found its lease dry waited (bench/README.md, "Leases sized by one
+    interval"). aiosqlite has no public call for a function of the connection: _execute and _conn are its own."""
+    return await through(db._execute(_in_thread, db._conn, body, transaction))
+
+
+class _Reads:
+    """Single statements of committed data, each one round trip to the reading connection's thread."""
+
+    __slots__ = ("_db",)
+
+    def __init__(self, db: aiosqlite.Connection) -> None:
+        self._db = db
+
+    async def fetchrow(self, sql: str, *args: Any) -> Any:
+        return await _on_thread(self._db, lambda conn: conn.fetchrow(sql, *args))
+
+    async def fetch(self, sql: str, *args: Any) -> list[Any]:
+        return await _on_thread(self._db, lambda conn: conn.fetch(sql, *args))
 
 
 @contextmanager
@@ -184,30 +236,28 @@ class SQLiteStore(SQLStore):
 
     async def ping(self) -> None:
         """Through the writer: readers still read a file another process holds locked, and nothing can be written."""
-        async with self._tx() as conn:
-            await conn.fetchrow("SELECT 1")
+        await self._transaction(lambda conn: conn.fetchrow("SELECT 1"))
 
     def _connection(self, db: aiosqlite.Connection | None) -> aiosqlite.Connection:
         if db is None:
             raise RuntimeError("the store is not open")
         return db
 
-    @asynccontextmanager
-    async def _tx(self) -> AsyncIterator[_Conn]:
+    async def _transaction(self, body: Body[_T]) -> _T:
         writer = self._connection(self._writer)
         with _busy_is_unavailable():
-            async with self._locked(), immediate(writer) as db:
-                yield _Conn(db)
+            async with self._locked():
+                return await _on_thread(writer, body, transaction=True)
 
     @asynccontextmanager
-    async def _read(self) -> AsyncIterator[_Conn]:
+    async def _read(self) -> AsyncIterator[_Reads]:
         reader = self._connection(self._reader)
         with _busy_is_unavailable():
             if reader is not self._writer:
-                yield _Conn(reader)
+                yield _Reads(reader)
                 return
             async with self._locked():
-                yield _Conn(reader)
+                yield _Reads(reader)
 
     @asynccontextmanager
     async def _locked(self) -> AsyncIterator[None]:
