@@ -62,7 +62,7 @@ class LedgerSettings(BaseModel):
     """
     lease_requests: StrictInt = Field(64, ge=1)
     """
-    A lease holds at most this many worst cases of the largest request that drew on it, or, in a burst, twice as many as its requests hold, have spent since the writer last charged it, and wait for (the share rule still bounds it), so that a burst draws on leases rather than holding in the store one by one.
+    A lease holds at most this many worst cases of the largest request that drew on it, or, when its requests need more, twice as many as they draw in one `flush_seconds` (measured since the writer last charged it) or hold and have spent since, whichever is more, and as many again as wait for it (the share rule still bounds it), so that a steady load or a burst draws on leases rather than on the store.
     """
     lease_minimum_requests: StrictInt = Field(4, ge=1)
     """

@@ -152,6 +152,72 @@ async def test_what_requests_spent_before_the_writer_charges_it_does_not_dry_the
     assert (await held(store, key_id))[0] >= UNIT * 1000  # what was spent is still held, to be charged
 
 
+async def test_a_steady_load_is_sized_for_by_the_writer_so_no_request_waits_for_the_store(store: SQLStore) -> None:
+    """Rounds of 300 requests, each settled at its worst case, then the writer's flush (it charges what they
+    spent). A lease charged back down to 64 worst cases ran dry again every round, and the requests then waited for
+    a store round trip (behind the writer's, under load). Sized by what was drawn in the last interval, only the
+    first round grows it."""
+    _, key_id = await funded_key(store, D(1000))
+    key = await store.get_key(key_id)
+    assert key is not None
+    ledger = Ledger(store, LedgerSettings(flush_seconds=60))
+    calls = 0
+    sync_lease = store.sync_lease
+
+    async def counted(*args: Any, **kwargs: Any) -> LeaseGrant:
+        nonlocal calls
+        calls += 1
+        return await sync_lease(*args, **kwargs)
+
+    store.sync_lease = counted  # type: ignore[method-assign]
+    waited = []
+    for _ in range(5):
+        calls = 0
+        for _ in range(300):
+            lease = await ledger.draw(key, UNIT)
+            assert lease is not None
+            ledger.settle(lease, UNIT, UNIT)
+        waited.append(calls)
+        await ledger.flush()
+    assert waited[0] >= 1 and waited[1:] == [0, 0, 0, 0], waited
+    ws = await store.get_workspace(key.workspace_id)
+    assert ws is not None and ws.spend_total == UNIT * 1500  # every round charged
+
+
+async def test_requests_waiting_for_a_sync_are_all_served_when_it_ends(store: SQLStore) -> None:
+    """Requests that find a lease dry while the writer syncs it wait for that sync, then draw together. Queued on
+    its lock, they went through one per turn of the event loop: under load each turn is milliseconds, and the last
+    of 32 waited a quarter of a second after the lease was full again."""
+    _, key_id = await funded_key(store, D(1000))
+    key = await store.get_key(key_id)
+    assert key is not None
+    ledger = Ledger(store, LedgerSettings(flush_seconds=60))
+    for _ in range(64):  # the first lease: 64 worst cases, all held
+        assert await ledger.draw(key, UNIT) is not None
+    gate = asyncio.Event()
+    sync_lease = store.sync_lease
+
+    async def slow(*args: Any, **kwargs: Any) -> LeaseGrant:
+        await gate.wait()
+        return await sync_lease(*args, **kwargs)
+
+    store.sync_lease = slow  # type: ignore[method-assign]
+    writer = asyncio.create_task(ledger.flush())
+    await asyncio.sleep(0)
+    waiting = [asyncio.create_task(ledger.draw(key, UNIT)) for _ in range(32)]
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert not any(task.done() for task in waiting)
+    gate.set()
+    await writer
+    turns = 0
+    while not all(task.done() for task in waiting):
+        await asyncio.sleep(0)
+        turns += 1
+    assert turns <= 3, turns
+    assert all(task.result() is not None for task in waiting)
+
+
 async def test_requests_draw_in_memory_and_the_writer_charges_them(store: SQLStore) -> None:
     ws_id, key_id = await funded_key(store, D(100))
     key = await store.get_key(key_id)

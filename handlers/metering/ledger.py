@@ -23,6 +23,7 @@ import contextlib
 import logging
 import math
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -45,12 +46,18 @@ class Lease:
     amount: Decimal = Decimal(0)  # held in the store
     spent: Decimal = Decimal(0)  # settled by its requests, not yet written to the store
     in_flight: Decimal = Decimal(0)  # held by its requests now
+    drawn: Decimal = Decimal(0)  # drawn by its requests since the writer last charged it
+    charged_at: float = field(default_factory=time.monotonic)  # when the writer last charged it
     open: bool = False  # requests may draw on it
     unit: Decimal = Decimal(0)  # the largest worst case drawn: what the lease is sized in
     drawn_at: float = field(default_factory=time.monotonic)  # when a request last drew on it
     retry_at: float = 0.0  # monotonic: no use asking the store for a lease before then
     waiting: int = 0  # requests waiting for it to be synced: a burst, which the sync sizes it for
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # held by a sync of it (syncing())
+    synced: asyncio.Event = field(default_factory=asyncio.Event)  # clear while a sync runs
+
+    def __post_init__(self) -> None:
+        self.synced.set()
 
     def free(self) -> Decimal:
         return self.amount - self.spent - self.in_flight
@@ -59,8 +66,20 @@ class Lease:
         if not self.open or self.free() < worst:
             return False
         self.in_flight += worst
+        self.drawn += worst
         self.drawn_at = time.monotonic()
         return True
+
+
+@contextlib.asynccontextmanager
+async def syncing(lease: Lease) -> AsyncIterator[None]:
+    """Under the lease's lock, for a sync of it: `synced` is clear meanwhile."""
+    async with lease.lock:
+        lease.synced.clear()
+        try:
+            yield
+        finally:
+            lease.synced.set()
 
 
 class PaidRecords(Protocol):
@@ -100,20 +119,26 @@ class Ledger:
             if lease.free() * 2 < lease.amount:
                 self.wake()  # renewed in the background, before it runs dry
             return lease
-        if time.monotonic() < lease.retry_at:
-            return None
         lease.waiting += 1
         try:
-            async with lease.lock:
-                if lease.draw(worst):
-                    return lease
-                lease.unit, lease.drawn_at = max(lease.unit, worst), time.monotonic()
-                try:
-                    await self._sync(lease, reopen=True, charge=False)  # the writer charges: none waits on it
-                except StoreUnavailable:
-                    lease.retry_at = time.monotonic() + self.flush_seconds
+            while True:
+                if time.monotonic() < lease.retry_at:
                     return None
-                return lease if lease.draw(worst) else None
+                if not lease.synced.is_set():  # a sync runs: its end wakes every request waiting for it at once
+                    await lease.synced.wait()  # (its lock would let them through one per turn of a busy loop)
+                    if lease.draw(worst):
+                        return lease
+                    continue
+                async with syncing(lease):
+                    if lease.draw(worst):
+                        return lease
+                    lease.unit, lease.drawn_at = max(lease.unit, worst), time.monotonic()
+                    try:
+                        await self._sync(lease, reopen=True, charge=False)  # the writer charges: none waits on it
+                    except StoreUnavailable:
+                        lease.retry_at = time.monotonic() + self.flush_seconds
+                        return None
+                    return lease if lease.draw(worst) else None
         finally:
             lease.waiting -= 1
 
@@ -146,7 +171,7 @@ class Ledger:
         for key_id, lease in list(self._leases.items()):
             if self.records is not None:
                 await self.records.prepare(lease)  # its records built outside its lock, which requests may wait on
-            async with lease.lock:
+            async with syncing(lease):
                 if final or lease.drawn_at < idle_since:
                     lease.open = False
                 if lease.id is not None or lease.spent:
@@ -164,7 +189,7 @@ class Ledger:
         Nothing else changes (no lease closes for it); a store that is away makes the read itself fail."""
         for lease in list(self._leases.values()):
             if lease.spent:
-                async with lease.lock:
+                async with syncing(lease):
                     with contextlib.suppress(StoreUnavailable):
                         await self._sync(lease)
 
@@ -177,12 +202,20 @@ class Ledger:
         return sum((lease.spent for lease in self._leases.values()), Decimal(0)), len(self._settlements)
 
     def _requests_for(self, lease: Lease, uncharged: Decimal) -> int:
-        """How many worst cases a lease should hold: `lease_requests`, or twice what is drawn on it, spent from it
-        and not yet charged (`uncharged` stays in it until the writer charges it), and waiting for it when a burst
-        needs more (the share rule still bounds it), so that a burst draws on leases, not the store."""
+        """How many worst cases a lease should hold: `lease_requests`, or, when its requests need more, twice what
+        they draw in one flush interval (what they drew since the writer last charged it, scaled up to a whole
+        interval when that was shorter, at most tenfold) or what they hold and spent, not yet charged (`uncharged`
+        stays in it until the writer charges it), whichever is more, and what waits for it; the share rule still
+        bounds it. Sized only from what was held, a lease the writer charged fell back to `lease_requests` and,
+        under a steady load of more than that per interval, ran dry again and again, and each time the requests
+        arriving waited for a store round trip behind the writer's (bench/README.md, "Leases sized by one
+        interval")."""
         if not lease.unit:
             return self._requests
-        return max(self._requests, 2 * (math.ceil((lease.in_flight + uncharged) / lease.unit) + lease.waiting))
+        since = time.monotonic() - lease.charged_at
+        interval = lease.drawn * Decimal(min(10.0, max(1.0, self.flush_seconds / max(since, 1e-3))))
+        demand = max(lease.in_flight + uncharged, interval)
+        return max(self._requests, 2 * (math.ceil(demand / lease.unit) + lease.waiting))
 
     async def _sync(self, lease: Lease, reopen: bool = False, charge: bool = True) -> None:
         """Under the lease's lock; `reopen` for a request that wants to draw; without `charge` it is only resized
@@ -190,9 +223,9 @@ class Ledger:
         what was spent stays to be written."""
         # What its requests spent and their records, taken together (a settle and its record come with no await
         # between them): one transaction charges the one and writes the other.
-        spent, paid = Decimal(0), []
+        spent, paid, drawn = Decimal(0), [], Decimal(0)
         if charge:
-            spent, paid = lease.spent, self.records.paid(lease) if self.records is not None else []
+            spent, paid, drawn = lease.spent, self.records.paid(lease) if self.records is not None else [], lease.drawn
         records = await self.records.made(paid) if paid and self.records is not None else []
         wanted = lease.open or reopen  # else it is being given back: it keeps only what its requests hold
         requests = self._requests_for(lease, lease.spent - spent) if wanted else 0
@@ -202,6 +235,9 @@ class Ledger:
                              in_flight=lease.in_flight + lease.spent - spent)
         grant = await self.store.sync_lease(report, datetime.now(UTC), partial(money.sync_lease, size), records)
         lease.spent -= spent
+        if charge:
+            lease.drawn -= drawn
+            lease.charged_at = time.monotonic()
         if records and self.records is not None:
             self.records.written(lease, [r["id"] for r in records])
         lease.id, lease.amount = grant.lease_id, grant.amount
