@@ -11,20 +11,26 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import TypeVar
 
 log = logging.getLogger("specway")
-_SLICE = 0.0005  # seconds of a writer's work on the loop before requests get their turn
+_SLICE = 0.0005  # seconds of a writer's work on the loop before requests get their turn, at least
+_SHARE = 0.1  # and at most this share of the loop's time while it is busy
 _T, _R = TypeVar("_T"), TypeVar("_R")
 
 
 async def in_slices(fn: Callable[[_T], _R], items: Iterable[_T]) -> list[_R]:
-    """`fn` of every item, letting the loop run other tasks every half millisecond: a flush of thousands of records
-    then delays a request by one slice, not by the whole batch."""
+    """`fn` of every item, letting the loop run other tasks between slices: a flush of thousands of records then
+    delays a request by one slice, not by the whole batch. A slice is half a millisecond, or a tenth of the time the
+    loop took to come back to it, whichever is longer: under load a turn of the loop is tens of milliseconds, and in
+    slices of half a millisecond the writer's work on a lease's records (its requests waiting for nothing, but the
+    next charge and the records of a SIGKILL's window waiting for it) took a second or two."""
     done: list[_R] = []
     until = time.perf_counter() + _SLICE
     for item in items:
         done.append(fn(item))
         if time.perf_counter() > until:
+            left = time.perf_counter()
             await asyncio.sleep(0)
-            until = time.perf_counter() + _SLICE
+            back = time.perf_counter()
+            until = back + max(_SLICE, (back - left) * _SHARE)
     return done
 
 

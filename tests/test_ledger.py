@@ -7,9 +7,13 @@ import asyncio
 from datetime import datetime, timedelta
 from decimal import Decimal as D
 from functools import partial
+from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from generated.config import LedgerSettings
+from handlers.metering import ledger as ledger_module
 from handlers.metering import money
 from handlers.metering.ledger import Ledger
 from handlers.store.base import LeaseGrant, LeaseReport, Limits
@@ -182,6 +186,47 @@ async def test_a_steady_load_is_sized_for_by_the_writer_so_no_request_waits_for_
     assert waited[0] >= 1 and waited[1:] == [0, 0, 0, 0], waited
     ws = await store.get_workspace(key.workspace_id)
     assert ws is not None and ws.spend_total == UNIT * 1500  # every round charged
+
+
+async def test_what_is_drawn_while_the_writer_charges_counts_from_when_it_began(store: SQLStore,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sync takes a while under load; what its lease's requests draw meanwhile belongs to the next interval from
+    the moment the sync read what was drawn. Counted from the sync's end instead, 0.3 s of draws looked like 0.1 s of
+    them (tenfold, the most it scales), and the next charge sized the lease for six times the load (7,000 worst cases where 2,000 did)."""
+    clock = [0.0]
+    monkeypatch.setattr(ledger_module, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+    _, key_id = await funded_key(store, D(100_000))  # the share rule stays far off
+    key = await store.get_key(key_id)
+    assert key is not None
+    ledger = Ledger(store, LedgerSettings(flush_seconds=1))
+
+    async def requests(n: int, start: float, end: float) -> None:
+        for i in range(n):
+            clock[0] = start + (end - start) * i / n
+            lease = await ledger.draw(key, UNIT)
+            assert lease is not None
+            ledger.settle(lease, UNIT, UNIT)
+
+    assert await ledger.draw(key, UNIT) is not None
+    ledger._leases[key_id].charged_at = 0.0  # made on the real clock
+    await requests(999, 0.0, 1.0)  # 1,000 worst cases a second
+    gate, sync_lease = asyncio.Event(), store.sync_lease
+
+    async def slow(*args: Any, **kwargs: Any) -> LeaseGrant:
+        await gate.wait()
+        return await sync_lease(*args, **kwargs)
+
+    store.sync_lease = slow  # type: ignore[method-assign]
+    clock[0] = 1.0
+    writer = asyncio.create_task(ledger.flush())  # reads what was drawn at 1.0, then waits for the store
+    await asyncio.sleep(0)
+    await requests(200, 1.2, 1.5)  # within what the lease still holds
+    gate.set()
+    await writer
+    clock[0] = 1.6
+    await ledger.flush()  # 200 drawn in the 0.6 s since that sync began
+    (lease,) = ledger._leases.values()
+    assert lease.amount <= 2000 * UNIT, lease.amount / UNIT
 
 
 async def test_requests_waiting_for_a_sync_are_all_served_when_it_ends(store: SQLStore) -> None:

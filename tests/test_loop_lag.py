@@ -17,6 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from handlers import periodic
 from tests.conftest import Live, serve
 from tests.fake_upstream import FakeUpstream
 from tests.test_metering import BODY, gateway_config, key_info
@@ -116,3 +117,40 @@ def test_what_startup_made_is_out_of_the_collector_s_sight_while_the_gateway_run
     with serve(gateway_config(fake, f"sqlite:///{tmp_path / 'f.db'}"), tmp_path):
         assert gc.get_freeze_count() > 10_000  # the spec, the models, the catalog: a full pass does not walk them
     assert gc.get_freeze_count() == 0  # stopped: collectable again
+
+
+async def test_the_writer_s_slices_grow_with_a_busy_loop_s_turns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under load a turn of the loop takes tens of milliseconds (here ten tasks of 2 ms each). Slices of half a
+    millisecond made 20 ms of the writer's work take 40 turns, most of a second; a slice is now a tenth of the last
+    turn, at least half a millisecond: the loop's time the writer takes stays a tenth, its work ends in a few turns."""
+    yields = 0
+
+    class CountedAsyncio:
+        @staticmethod
+        async def sleep(delay: float) -> None:
+            nonlocal yields
+            yields += 1
+            await asyncio.sleep(delay)
+
+    monkeypatch.setattr(periodic, "asyncio", CountedAsyncio)
+    busy = True
+
+    async def request() -> None:
+        while busy:
+            time.sleep(0.002)  # noqa: ASYNC251 - on purpose: a request's CPU in one turn of the loop
+            await asyncio.sleep(0)
+
+    def work(item: int) -> int:
+        until = time.perf_counter() + 0.00005
+        while time.perf_counter() < until:
+            pass
+        return item
+
+    requests = [asyncio.create_task(request()) for _ in range(10)]
+    await asyncio.sleep(0)
+    try:
+        assert await periodic.in_slices(work, range(400)) == list(range(400))
+    finally:
+        busy = False
+        await asyncio.gather(*requests)
+    assert 2 <= yields <= 20, yields

@@ -223,7 +223,7 @@ class Ledger:
         what was spent stays to be written."""
         # What its requests spent and their records, taken together (a settle and its record come with no await
         # between them): one transaction charges the one and writes the other.
-        spent, paid, drawn = Decimal(0), [], Decimal(0)
+        spent, paid, drawn, now = Decimal(0), [], Decimal(0), time.monotonic()
         if charge:
             spent, paid, drawn = lease.spent, self.records.paid(lease) if self.records is not None else [], lease.drawn
         records = await self.records.made(paid) if paid and self.records is not None else []
@@ -235,9 +235,9 @@ class Ledger:
                              in_flight=lease.in_flight + lease.spent - spent)
         grant = await self.store.sync_lease(report, datetime.now(UTC), partial(money.sync_lease, size), records)
         lease.spent -= spent
-        if charge:
+        if charge:  # what was drawn meanwhile counts from when `drawn` was read
             lease.drawn -= drawn
-            lease.charged_at = time.monotonic()
+            lease.charged_at = now
         if records and self.records is not None:
             self.records.written(lease, [r["id"] for r in records])
         lease.id, lease.amount = grant.lease_id, grant.amount
