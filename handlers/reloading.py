@@ -166,6 +166,9 @@ class Reloads:
         with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
             loop.add_signal_handler(signal.SIGHUP, self._signalled, True)
             loop.add_signal_handler(signal.SIGUSR2, self._signalled, False)
+        if _HELD:  # signalled while starting: quietly, as a sibling's word (a worker that listened told the audit)
+            _HELD.clear()
+            self._signalled(False)
 
     def stop_listening(self) -> None:
         with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
@@ -194,6 +197,17 @@ class Reloads:
     async def drain(self) -> None:
         while self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+_HELD: set[int] = set()  # the reload signals a starting worker was sent (hold_signals)
+
+
+def hold_signals() -> None:
+    """Until the gateway listens, a reload's signals are kept and acted on once it does: a worker that is starting
+    may have read the configuration before it changed. (Ignored, as they were, such a worker kept serving the old
+    configuration while its siblings reloaded: seen in CI, under `--workers 2` and `pkill -HUP`.)"""
+    for sig in (signal.SIGHUP, signal.SIGUSR2):
+        signal.signal(sig, lambda signum, _frame: _HELD.add(signum))
 
 
 def _tell_siblings() -> bool:

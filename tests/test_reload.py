@@ -15,8 +15,10 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+from prometheus_client import REGISTRY
 
 from generated.scopes import SCOPES
+from handlers import reloading
 from tests.conftest import Live, free_port, serve, spawn, stop
 from tests.fake_dialects import Reply
 from tests.fake_upstream import FakeUpstream
@@ -272,3 +274,28 @@ def test_sighup_reloads_every_worker_and_a_broken_file_leaves_them_serving(
         assert [e["actor_key_id"] is None for e in entries] == [False, True]  # one entry per reload: key, operator
     finally:
         stop(proc)
+
+
+def test_a_reload_signalled_while_a_worker_starts_is_applied_once_it_listens(
+        fakes: tuple[FakeUpstream, FakeUpstream], tmp_path: Path) -> None:
+    """A worker ignored a reload's signals until it listened for them, so one that had read the file before it
+    changed kept the old configuration while its siblings reloaded (seen in CI: `--workers 2`, `pkill -HUP` as the
+    second worker started). Held, the signal is acted on once the worker listens: a reload, quietly."""
+    a, b = fakes
+    path = tmp_path / "specway.yaml"
+    write(path, settings(a, b, tmp_path / "specway.db"))
+    reloads = {"outcome": "unchanged"}
+    before = REGISTRY.get_sample_value("specway_config_reloads_total", reloads) or 0
+    kept = {sig: signal.getsignal(sig) for sig in (signal.SIGHUP, signal.SIGUSR2)}
+    try:
+        reloading.hold_signals()
+        os.kill(os.getpid(), signal.SIGUSR2)  # a sibling's word, while this "worker" starts
+        wait_for(lambda: signal.SIGUSR2 in reloading._HELD, "the signal held")
+        with serve(None, tmp_path, path=path):
+            wait_for(lambda: REGISTRY.get_sample_value("specway_config_reloads_total", reloads) == before + 1,
+                     "the held signal's reload")
+        assert not reloading._HELD
+    finally:
+        for sig, handler in kept.items():
+            signal.signal(sig, handler)
+        reloading._HELD.clear()

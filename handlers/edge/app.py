@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import signal
 from collections.abc import Callable
 from typing import Any
 
@@ -19,6 +18,7 @@ from starlette.types import ASGIApp
 from generated import errors as codes
 from generated import routes
 from generated.config import Config
+from handlers import reloading
 from handlers.console.serve import Console
 from handlers.edge import paths
 from handlers.edge.connexion_adapter import Refusal, build_connexion_app
@@ -118,7 +118,6 @@ def _resolver(metrics_token: bytes | None) -> Callable[[str], Callable[..., Any]
 
 def factory() -> ASGIApp:
     """For uvicorn --factory (several workers): the config comes from $SPECWAY_CONFIG. Until the gateway listens for
-    them (handlers/reloading.py), a reload's signals are ignored rather than stopping a worker that is starting."""
-    for sig in (signal.SIGHUP, signal.SIGUSR2):
-        signal.signal(sig, signal.SIG_IGN)
+    them, a reload's signals are held rather than stopping a worker that is starting (handlers/reloading.py)."""
+    reloading.hold_signals()
     return create_app()
