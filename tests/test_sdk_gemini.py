@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -324,12 +325,20 @@ def test_a_query_key_is_accepted_and_never_logged(live: Live, fake: FakeUpstream
     query; a wrong query key is Google's 401."""
     fake.script(text=TEXT, usage=USAGE)
     body = {"contents": [{"parts": [{"text": PROMPT}]}]}
+    def logged() -> list[dict[str, Any]]:
+        """This test's lines only: a previous test's stream may log after that test ended."""
+        ours = {ok.headers["x-request-id"], bad.headers["x-request-id"]}
+        return [line for r in caplog.records if r.name == "specway.requests"
+                if (line := json.loads(r.getMessage()))["request_id"] in ours]
+
     with caplog.at_level("INFO", logger="specway.requests"):
         ok = httpx.post(f"{live.url}/v1beta/models/{MODEL['openai']}:generateContent?key={live.key}", json=body)
         bad = httpx.post(f"{live.url}/v1beta/models/{MODEL['openai']}:generateContent?key=sk-sw-wrong", json=body)
+        deadline = time.monotonic() + 10  # a line is written once its answer has left: wait for it, never a delay
+        while len(logged()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
     assert ok.status_code == 200 and ok.json()["candidates"][0]["content"]["parts"] == [{"text": TEXT}]
     assert bad.status_code == 401 and bad.json()["error"]["status"] == "UNAUTHENTICATED"
-    lines = [json.loads(r.getMessage()) for r in caplog.records if r.name == "specway.requests"]
-    assert [line["route"] for line in lines] == ["/v1beta/models/{model}:generateContent"] * 2
+    assert [line["route"] for line in logged()] == ["/v1beta/models/{model}:generateContent"] * 2
     assert live.key not in caplog.text and "sk-sw-wrong" not in caplog.text
     assert live.key not in json.dumps(fake.requests[0].headers) and fake.requests[0].query == {}
