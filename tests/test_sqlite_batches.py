@@ -1,5 +1,6 @@
-"""Rows of one INSERT go to SQLite as one statement over a JSON array (handlers/store/sqlite.py `_Conn.executemany`):
-each row must be stored exactly as the row-by-row statement stores it, and rows JSON cannot carry go row by row."""
+"""Rows of one INSERT go to SQLite as one statement of as many VALUES rows (handlers/store/sqlite.py
+`_Conn.executemany`), as many statements as SQLite's limit of marks needs: each row must be stored exactly as the
+row-by-row statement stores it."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 
 from handlers.store import SQLiteStore
 from handlers.store.sqlcore import Conn
-from handlers.store.sqlite import _as_one
+from handlers.store.sqlite import _many_rows, _row_picks
 
 _TABLE = "(id TEXT PRIMARY KEY, t TEXT, i INTEGER, n NUMERIC, r REAL, a)"  # every affinity, and none
 _COLS = ("id", "t", "i", "n", "r", "a")
@@ -84,12 +85,23 @@ async def test_the_last_of_two_rows_with_one_key_wins_as_row_by_row(store: SQLit
 
 
 @pytest.mark.parametrize("odd", [1.5, "nul\x00inside", b"bytes"], ids=["float", "nul", "bytes"])
-async def test_rows_json_cannot_carry_exactly_go_row_by_row(store: SQLiteStore, odd: Any) -> None:
+async def test_values_of_every_type_go_in_the_one_statement(store: SQLiteStore, odd: Any) -> None:
     rows = [("a", "x", 1, 1, 1, 1), ("b", odd, 2, odd, odd, odd)]
-    assert len(await _statements(store, rows, "batched")) == 2
+    assert len(await _statements(store, rows, "batched")) == 1
     batched = await _stored(store, "batched")
     assert batched == await _one_by_one(store, rows) and batched[1][-2:] == (odd, type(odd).__name__.replace(
         "str", "text").replace("bytes", "blob").replace("float", "real"))
+
+
+async def test_a_batch_past_sqlites_limit_of_marks_is_split(store: SQLiteStore) -> None:
+    """At most 14 marks a statement: two rows of six columns each, so 24 rows are 12 statements."""
+    assert store._writer is not None
+    writer = store._writer
+    await writer._execute(writer._conn.setlimit, sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 14)
+    rows = _rows()
+    statements = await _statements(store, rows, "batched")
+    assert len(rows) == 24 and len(statements) == 12 and all(s.count("), (") == 1 for s in statements)
+    assert await _stored(store, "batched") == await _one_by_one(store, rows)
 
 
 @pytest.mark.parametrize("big", [2**63, 2**64, -(2**63) - 1])
@@ -112,17 +124,12 @@ async def test_one_row_and_other_statements_are_run_as_given(store: SQLiteStore)
 
 
 def test_the_shapes_that_are_batched() -> None:
-    assert _as_one("INSERT INTO t (a, b) VALUES ($1, $2)") == (
-        "INSERT INTO t (a, b) SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?1) "
-        "WHERE true")
-    assert _as_one("INSERT INTO t (a, b) VALUES ($2, $1) ON CONFLICT (a) DO NOTHING").startswith(  # type: ignore[union-attr]
-        "INSERT INTO t (a, b) SELECT json_extract(value, '$[1]'), json_extract(value, '$[0]')")
+    assert _row_picks("INSERT INTO t (a, b) VALUES ($1, $2)") == (0, 1)
+    assert _many_rows("INSERT INTO t (a, b) VALUES ($1, $2)", 3) == "INSERT INTO t (a, b) VALUES (?, ?), (?, ?), (?, ?)"
+    reordered = "INSERT INTO t (a, b) VALUES ($2, $1) ON CONFLICT (a) DO NOTHING"
+    assert _row_picks(reordered) == (1, 0)
+    assert _many_rows(reordered, 2) == "INSERT INTO t (a, b) VALUES (?, ?), (?, ?) ON CONFLICT (a) DO NOTHING"
     upsert_by_mark = "INSERT INTO t (a) VALUES ($1) ON CONFLICT (a) DO UPDATE SET a = $1"
     for other in ("INSERT INTO t (a, b) VALUES ($1, 'x')", upsert_by_mark, "UPDATE t SET a = $1",
                   "INSERT INTO t (a) SELECT a FROM u"):
-        assert _as_one(other) is None, other
-
-
-def test_sqlite_has_json_each() -> None:
-    """The batches need SQLite's JSON functions (built in since 3.38; in Python's SQLite long before)."""
-    assert sqlite3.connect(":memory:").execute("SELECT count(*) FROM json_each('[1, 2]')").fetchone() == (2,)
+        assert _row_picks(other) is None, other

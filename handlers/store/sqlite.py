@@ -24,7 +24,6 @@ from functools import lru_cache
 from typing import Any, TypeVar, cast
 
 import aiosqlite
-import orjson
 
 from handlers.errors import StoreUnavailable
 
@@ -46,37 +45,27 @@ def _sql(sql: str) -> str:
 
 _VALUES = re.compile(r"(INSERT INTO \w+ \([^)]*\)) VALUES \(([^)]*)\)([^$]*)")
 _MARK = re.compile(r"\s*\$(\d+)\s*")
-_INT_MIN, _INT_MAX = -(2**63), 2**63 - 1  # SQLite's; JSON would carry a larger one, and SQLite read it as a float
 
 
 @lru_cache(maxsize=64)
-def _as_one(sql: str) -> str | None:
-    """`INSERT INTO t (a, b) VALUES ($1, $2) <rest>` as one statement inserting every element of a JSON array of
-    rows ([[a, b], ...]), or None for another shape. (WHERE true: SQLite's grammar needs it before an upsert.)"""
+def _row_picks(sql: str) -> tuple[int, ...] | None:
+    """Which of a row's values each mark of `INSERT INTO t (a, b) VALUES ($1, $2) <rest>` takes (0-based), or None
+    for another shape (a mark after VALUES' row, as an upsert's SET may have, is another shape)."""
     found = _VALUES.fullmatch(sql)
     if found is None:
         return None
+    picks = [_MARK.fullmatch(mark) for mark in found[2].split(",")]
+    return tuple(int(p[1]) - 1 for p in picks if p) if all(picks) else None
+
+
+@lru_cache(maxsize=256)
+def _many_rows(sql: str, rows: int) -> str:
+    """`sql` (a shape _row_picks takes) inserting `rows` rows: its VALUES row once per row, in `?` marks."""
+    found = _VALUES.fullmatch(sql)
+    assert found is not None
     head, marks, rest = found.groups()
-    picks = [_MARK.fullmatch(mark) for mark in marks.split(",")]
-    if not all(picks):
-        return None
-    columns = ", ".join(f"json_extract(value, '$[{int(p[1]) - 1}]')" for p in picks if p)
-    return f"{head} SELECT {columns} FROM json_each(?1) WHERE true{rest}"
-
-
-def _packed(rows: list[tuple[Any, ...]]) -> str | None:
-    """The rows as one JSON array, when JSON carries each value exactly (text without NUL, SQLite's integers,
-    NULL); else None."""
-    for row in rows:
-        for value in row:
-            kind = type(value)
-            if not (value is None or kind is bool or (kind is int and _INT_MIN <= value <= _INT_MAX)
-                    or (kind is str and "\x00" not in value)):
-                return None
-    try:
-        return orjson.dumps(rows).decode()
-    except orjson.JSONEncodeError:  # a lone surrogate
-        return None
+    row = "(" + ", ".join("?" * len(marks.split(","))) + ")"
+    return f"{head} VALUES {', '.join([row] * rows)}{rest}"
 
 
 def _bind(args: Sequence[Any]) -> tuple[Any, ...]:
@@ -117,17 +106,19 @@ class _Conn:
         return self._db.execute(_sql(sql), _bind(args)).rowcount
 
     async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        """Several rows of one INSERT ... VALUES go in as one statement over a JSON array of them (json_each).
-        sqlite3's executemany steps each row with the GIL released and takes it back after, so a batch of decision
-        records handed the GIL to and from the event loop's thread hundreds of times (bench/README.md, "Decision
-        records"). Rows JSON cannot carry exactly go in row by row, as before."""
-        bound = [_bind(row) for row in rows]
-        one = _as_one(sql) if len(bound) > 1 else None
-        packed = _packed(bound) if one is not None else None
-        if one is not None and packed is not None:
-            self._db.execute(one, (packed,))
-        else:
-            self._db.executemany(_sql(sql), bound)
+        """The rows of one INSERT ... VALUES go in as one statement of as many VALUES rows (up to SQLite's limit of
+        marks a statement). sqlite3's executemany steps each row with the GIL released and takes it back after, so a
+        batch of decision records handed the GIL to and from the event loop's thread hundreds of times (bench/README.md,
+        "Decision records"). SQLite takes the rows of one statement in order, as it would take them one by one: the
+        last of two with one key wins an upsert."""
+        picks = _row_picks(sql)
+        if picks is None:
+            self._db.executemany(_sql(sql), [_bind(row) for row in rows])
+            return
+        most = max(1, self._db.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // len(picks))
+        for start in range(0, len(rows), most):
+            chunk = rows[start:start + most]
+            self._db.execute(_many_rows(sql, len(chunk)), [v for row in chunk for v in _bind([row[p] for p in picks])])
 
 
 def _finished(step: Coroutine[Any, Any, _T]) -> _T:
