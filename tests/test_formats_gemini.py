@@ -21,6 +21,7 @@ from handlers.inference.canonical import (
     FinishReason,
     HostedTool,
     Image,
+    Message,
     OutputFormat,
     Request,
     Result,
@@ -171,6 +172,14 @@ def test_a_gemini_signature_goes_back_only_to_gemini() -> None:
     assert goes_back(seal, "gemini") and not goes_back(seal, "messages")
     assert left_out(req, "messages", Traits()) == [
         "2 thought signatures from gemini: an anthropic upstream takes back only thinking it signed itself"]
+
+
+def test_a_gemini_thought_summary_left_out_is_called_one() -> None:
+    """A Gemini upstream's thought summary (no signature), in a conversation later sent elsewhere."""
+    req = Request("messages", [Message("user", [Text("Hi")]),
+                               Message("assistant", [Thinking("thinking...", format="gemini"), Text("Hello")])])
+    assert left_out(req, "chat", Traits()) == [
+        "1 thought summary from gemini: a chat completions upstream takes back only reasoning text it showed itself"]
 
 
 ANSWER = Answer("d1", "acme/g", 0)

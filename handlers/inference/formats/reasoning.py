@@ -83,17 +83,15 @@ def _shows(block: Thinking) -> bool:
 def _what(block: Thinking) -> tuple[str, str]:
     """The block's kind, singular and plural."""
     if block.format == "gemini":
-        return "thought signature from gemini", "thought signatures from gemini"
+        if block.signature:
+            return "thought signature from gemini", "thought signatures from gemini"
+        return "thought summary from gemini", "thought summaries from gemini"
     if block.format == "converse":
         if block.redacted:
             return "redacted reasoning block from bedrock", "redacted reasoning blocks from bedrock"
         if block.signature:
             return "reasoning block signed by claude on bedrock", "reasoning blocks signed by claude on bedrock"
         return "reasoning text of a bedrock upstream", "reasoning texts of a bedrock upstream"
-    if block.format == "gemini":
-        if block.signature:
-            return "thought signature of gemini", "thought signatures of gemini"
-        return "thought summary of gemini", "thought summaries of gemini"
     if block.redacted:
         return "redacted thinking block from anthropic", "redacted thinking blocks from anthropic"
     if block.signature:
