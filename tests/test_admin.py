@@ -156,6 +156,19 @@ def test_bad_key_requests_name_the_field(admin: httpx.Client, body: dict, param:
     assert r.json()["error"]["param"] == param
 
 
+@pytest.mark.parametrize("at", ["0001-01-01T00:36:32+08:25", "9999-12-31T23:59:59-08:00"])
+def test_an_expiry_that_is_no_time_in_utc_is_refused_by_name(admin: httpx.Client, at: str) -> None:
+    """Schemathesis found these as 500s: one past datetime's range once in UTC."""
+    created = admin.post("/v1/keys", json={"name": "x", "expires_at": at})
+    key = admin.post("/v1/keys", json={"name": "y"}).json()
+    patched = admin.patch(f"/v1/keys/{key['id']}", json={"expires_at": at})
+    for r in (created, patched):
+        assert r.status_code == 400 and r.json()["error"]["param"] == "expires_at", r.text
+    assert admin.get(f"/v1/keys/{key['id']}").json()["expires_at"] is None
+    offset = admin.post("/v1/keys", json={"name": "z", "expires_at": "2999-01-01T08:00:00+08:00"})
+    assert offset.status_code == 201 and offset.json()["expires_at"].startswith("2999-01-01T00:00:00")
+
+
 @pytest.mark.parametrize(("body", "param"), [
     ({"name": "x", "workspace_id": "ws_nope"}, None),
     ({"name": "x", "models": ["no/such"]}, "models.0"),

@@ -118,6 +118,10 @@ def test_pages_and_filters(gw: Live, admin: httpx.Client) -> None:
     first = entries(admin, target_id=made[0])[0]["at"]
     assert {e["target_id"] for e in entries(admin, since=first, action="workspace.create")} >= set(made)
     assert entries(admin, until=first, target_id=made[4]) == []
+    # One past datetime's range once in UTC is its first or last instant, as GET /v1/usage reads it (was a 500).
+    assert entries(admin, since="9999-12-31T23:59:59-08:00") == []
+    assert entries(admin, until="0001-01-01T00:36:32+08:25") == []
+    assert entries(admin, since="0001-01-01T00:36:32+08:25", target_id=made[0])[0]["target_id"] == made[0]
     me = gw.run(gw.gateway.store.key_by_secret(gw.key)).id
     assert {e["target_id"] for e in entries(admin, key_id=me)} >= set(made)
     assert entries(admin, key_id="key_" + "0" * 16) == []

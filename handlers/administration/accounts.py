@@ -19,7 +19,7 @@ from generated.scopes import DEFAULT_SCOPES
 from handlers.administration.tenancy import OPERATOR, Authority
 from handlers.errors import ApiError, bad_request, not_found
 from handlers.store.base import Key, Limits, Refused, Store, Workspace, WorkspaceRevoked
-from handlers.store.values import money_text
+from handlers.store.values import money_text, utc
 
 if TYPE_CHECKING:
     from handlers.inference.catalog import Catalog
@@ -139,13 +139,25 @@ def limits(given: api.KeyLimitsInput | None, current: Limits | None = None) -> L
     )
 
 
+def _expiry(at: datetime | None) -> datetime | None:
+    """A key's expires_at in UTC (without an offset: UTC already), refused by name when it is no time once in UTC
+    (0001-01-01T00:30:00+01:00)."""
+    if at is None:
+        return None
+    try:
+        return utc(at)
+    except OverflowError:
+        raise bad_request(f"expires_at: {at.isoformat()} is before the year 1 or after 9999 in UTC.",
+                          param="expires_at") from None
+
+
 async def create_key(store: Store, catalog: Catalog, policies: Mapping[str, object], body: api.KeyCreate,
                      default_workspace: str, actor: Authority = OPERATOR) -> api.KeyCreated:
     ws = await workspace(store, body.workspace_id or default_workspace, actor)
     with _unless_revoked(ws.id, "new keys"):
         key, secret = await store.create_key(
             ws.id, body.name, _new_key_scopes(body, actor), models=models(catalog, body.models),
-            policy=policy(policies, body.policy), expires_at=body.expires_at, limits=limits(body.limits),
+            policy=policy(policies, body.policy), expires_at=_expiry(body.expires_at), limits=limits(body.limits),
             audit=actor.audit,
         )
     return api.KeyCreated(**key_out(key).model_dump(), secret=secret)
@@ -170,7 +182,7 @@ async def update_key(store: Store, catalog: Catalog, policies: Mapping[str, obje
     checks: dict[str, Callable[[], Any]] = {
         "name": lambda: body.name, "scopes": lambda: scopes(body.scopes, actor),
         "models": lambda: models(catalog, body.models),
-        "policy": lambda: policy(policies, body.policy), "expires_at": lambda: body.expires_at,
+        "policy": lambda: policy(policies, body.policy), "expires_at": lambda: _expiry(body.expires_at),
         "limits": lambda: limits(body.limits, current.limits),
     }
     changes = {field: check() for field, check in checks.items() if field in body.model_fields_set}

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from generated import errors as codes
 from handlers.administration.tenancy import Authority
 from handlers.errors import ApiError, bad_request
+from handlers.observability.usage import parse_time
 from handlers.store import audit as rows
 from handlers.store.base import AuditEntry, AuditQuery, Store
 
@@ -68,7 +69,7 @@ async def page(store: Store, actor: Authority, *, limit: int | None = None, curs
         return [], None
     query = AuditQuery(limit=size + 1, before=await _after(store, actor, cursor),
                        workspace_id=workspace_id or actor.workspace_id, actor_key_id=key_id, action=action,
-                       target_id=target_id, since=_time("since", since), until=_time("until", until))
+                       target_id=target_id, since=parse_time("since", since), until=parse_time("until", until))
     found = await store.audit_entries(query)
     shown = found[:size]
     return shown, shown[-1].id if len(found) > size else None
@@ -84,13 +85,3 @@ async def _after(store: Store, actor: Authority, cursor: str | None) -> tuple[da
         raise ApiError(codes.CURSOR_NOT_FOUND, f"cursor: no audit entry {cursor!r} for this key (pruned since, or "
                        "not a next_cursor of an earlier page).", param="cursor")
     return found.at, found.id
-
-
-def _time(name: str, value: str | None) -> datetime | None:
-    if value is None:
-        return None
-    try:
-        at = datetime.fromisoformat(value)
-    except ValueError:
-        raise bad_request(f"{name}: not an ISO 8601 date and time: {value!r}.", param=name) from None
-    return at if at.tzinfo else at.replace(tzinfo=UTC)
