@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from handlers import periodic
+from handlers.observability import looplag
 from tests.conftest import Live, serve
 from tests.fake_upstream import FakeUpstream
 from tests.test_metering import BODY, gateway_config, key_info
@@ -114,9 +115,12 @@ def test_the_loop_s_lag_is_observed(slow_writer: Live) -> None:
 
 def test_what_startup_made_is_out_of_the_collector_s_sight_while_the_gateway_runs(fake: FakeUpstream,
                                                                                 tmp_path: Path) -> None:
+    default = gc.get_threshold()
     with serve(gateway_config(fake, f"sqlite:///{tmp_path / 'f.db'}"), tmp_path):
         assert gc.get_freeze_count() > 10_000  # the spec, the models, the catalog: a full pass does not walk them
+        assert gc.get_threshold() == looplag.THRESHOLDS  # a young collection no longer every few requests
     assert gc.get_freeze_count() == 0  # stopped: collectable again
+    assert gc.get_threshold() == default
 
 
 async def test_the_writer_s_slices_grow_with_a_busy_loop_s_turns(monkeypatch: pytest.MonkeyPatch) -> None:

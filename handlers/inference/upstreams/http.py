@@ -7,12 +7,14 @@ from __future__ import annotations
 import abc
 import asyncio
 import contextlib
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from typing import Any, ClassVar, TypeVar
 
 import aiohttp
 import httpx
 import orjson
+from httpx._client import BoundAsyncStream
 from httpx_aiohttp import AiohttpTransport, HttpxAiohttpClient
 
 from generated.config import UpstreamSettings
@@ -60,6 +62,19 @@ class _Transport(AiohttpTransport):
         return aiohttp.ClientSession(connector=connector, cookie_jar=aiohttp.DummyCookieJar())
 
 
+class _Client(HttpxAiohttpClient):
+    """httpx's client, its answers freed as soon as they are dropped. httpx binds an answer's stream to the answer
+    (`BoundAsyncStream._response`, to set `elapsed` when it closes): a reference cycle of a dozen objects an upstream
+    call, which only the cyclic garbage collector frees; it was all the cyclic garbage a request made, and the
+    collector ran every few requests to free it (bench/README.md, "Garbage"). The stream holds its answer weakly."""
+
+    async def send(self, request: httpx.Request, **kwargs: Any) -> httpx.Response:
+        response = await super().send(request, **kwargs)
+        if isinstance(response.stream, BoundAsyncStream):
+            response.stream._response = weakref.proxy(response)
+        return response
+
+
 def make_client(
     base_url: str,
     *,
@@ -69,7 +84,7 @@ def make_client(
 ) -> httpx.AsyncClient:
     """One pooled keep-alive client per upstream; `total` and the pool's bound are enforced per call by HttpUpstream,
     not here (the pool timeout given aiohttp only bounds connecting, since it never waits for a connection)."""
-    client = HttpxAiohttpClient(
+    client = _Client(
         base_url=base_url,
         headers={"user-agent": USER_AGENT, **headers},
         timeout=httpx.Timeout(timeouts.read, connect=timeouts.connect, pool=timeouts.connect),
