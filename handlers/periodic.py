@@ -11,17 +11,19 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import TypeVar
 
 log = logging.getLogger("specway")
-_SLICE = 0.0005  # seconds of a writer's work on the loop before requests get their turn, at least
+_SLICE = 0.0001  # seconds of a writer's work on the loop before requests get their turn, at least
 _SHARE = 0.1  # and at most this share of the loop's time while it is busy
 _T, _R = TypeVar("_T"), TypeVar("_R")
 
 
 async def in_slices(fn: Callable[[_T], _R], items: Iterable[_T]) -> list[_R]:
     """`fn` of every item, letting the loop run other tasks between slices: a flush of thousands of records then
-    delays a request by one slice, not by the whole batch. A slice is half a millisecond, or a tenth of the time the
-    loop took to come back to it, whichever is longer: under load a turn of the loop is tens of milliseconds, and in
-    slices of half a millisecond the writer's work on a lease's records (its requests waiting for nothing, but the
-    next charge and the records of a SIGKILL's window waiting for it) took a second or two."""
+    delays a request by one slice, not by the whole batch. A slice is a tenth of a millisecond, or a tenth of the
+    time the loop took to come back to it, whichever is longer: under load a turn of the loop is tens of
+    milliseconds, and in slices of half a millisecond the writer's work on a lease's records (its requests waiting
+    for nothing, but the next charge and the records of a SIGKILL's window waiting for it) took a second or two;
+    at one connection a request waits for a slice at each of its turns (half a millisecond slices: a p99 0.3 ms
+    longer, bench/README.md "Garbage")."""
     done: list[_R] = []
     until = time.perf_counter() + _SLICE
     for item in items:

@@ -83,11 +83,7 @@ async def syncing(lease: Lease) -> AsyncIterator[None]:
 
 
 class PaidRecords(Protocol):
-    def paid(self, lease: object) -> list[str]: ...
-
-    async def made(self, ids: list[str]) -> list[dict[str, Any]]: ...
-
-    async def prepare(self, lease: object) -> None: ...
+    def paid(self, lease: object) -> list[dict[str, Any]]: ...
 
     def written(self, lease: object, ids: list[str]) -> None: ...
 
@@ -169,8 +165,6 @@ class Ledger:
             del self._settlements[reservation]
         idle_since = time.monotonic() - _IDLE_FLUSHES * self.flush_seconds
         for key_id, lease in list(self._leases.items()):
-            if self.records is not None:
-                await self.records.prepare(lease)  # its records built outside its lock, which requests may wait on
             async with syncing(lease):
                 if final or lease.drawn_at < idle_since:
                     lease.open = False
@@ -223,10 +217,9 @@ class Ledger:
         what was spent stays to be written."""
         # What its requests spent and their records, taken together (a settle and its record come with no await
         # between them): one transaction charges the one and writes the other.
-        spent, paid, drawn, now = Decimal(0), [], Decimal(0), time.monotonic()
+        spent, records, drawn, now = Decimal(0), [], Decimal(0), time.monotonic()
         if charge:
-            spent, paid, drawn = lease.spent, self.records.paid(lease) if self.records is not None else [], lease.drawn
-        records = await self.records.made(paid) if paid and self.records is not None else []
+            spent, records, drawn = lease.spent, self.records.paid(lease) if self.records is not None else [], lease.drawn
         wanted = lease.open or reopen  # else it is being given back: it keeps only what its requests hold
         requests = self._requests_for(lease, lease.spent - spent) if wanted else 0
         size = money.LeaseSize(unit=lease.unit, requests=requests,
