@@ -46,6 +46,7 @@ SCENARIOS = {s.name: s for s in (
 DEFAULT_SCENARIOS = ("json", "stream")
 PATHS = {"chat": CHAT_PATH, "messages": "/v1/messages", "responses": "/v1/responses"}
 GATEWAYS = ("specway", "specway-pg", "baseline")  # targets that get the scenario's own body and path
+FORMAT_HEADERS = {"messages": {"anthropic-version": "2023-06-01"}}
 _MARK = "BENCH_JSON "
 _PROMPT = ("Summarise the following notes for an on-call engineer in three short bullet points, keeping every number "
            "exactly as written. ")
@@ -79,6 +80,13 @@ def request(target: Target, scenario: str) -> tuple[str, bytes]:
         return target.url, request_body(UPSTREAM_PACED if sc.paced else target.model, sc.kind)
     model = PACED_MODEL if sc.paced else PRICED_MODEL if sc.priced else FREE_MODEL
     return target.base + PATHS[sc.fmt], request_body(model, scenario, sc.fmt)
+
+
+def headers(target: Target, scenario: str) -> dict[str, str]:
+    """The headers `target` gets in a cell of `scenario`: its key, and what the format's SDK sends with every request
+    (the Anthropic SDK's `anthropic-version`)."""
+    fmt = SCENARIOS[scenario].fmt if target.name in GATEWAYS else "chat"
+    return {**target.headers, **FORMAT_HEADERS.get(fmt, {})}
 
 
 def targets_for(scenario: str, tgts: list[Target]) -> list[Target]:
@@ -135,7 +143,7 @@ def _text(doc: dict[str, object], fmt: str) -> object:
 def check(target: Target, scenario: str) -> None:
     """One request before the load: the answer must be a 200 of the right shape, or the numbers would mean nothing."""
     url, payload = request(target, scenario)
-    status, body = http_post(url, payload, target.headers)
+    status, body = http_post(url, payload, headers(target, scenario))
     sc = SCENARIOS[scenario]
     fmt = sc.fmt if target.name in GATEWAYS else "chat"
     problem = None
@@ -170,10 +178,10 @@ end
 
 
 def wrk_script(target: Target, scenario: str, workdir: Path) -> Path:
-    headers = "\n".join(f'wrk.headers["{k}"] = "{v}"' for k, v in target.headers.items())
+    lines = "\n".join(f'wrk.headers["{k}"] = "{v}"' for k, v in headers(target, scenario).items())
     body = request(target, scenario)[1].decode()
     path = workdir / f"{target.name}-{scenario}.lua"
-    path.write_text(_LUA % {"body": body, "headers": headers, "mark": _MARK})
+    path.write_text(_LUA % {"body": body, "headers": lines, "mark": _MARK})
     return path
 
 
@@ -189,7 +197,7 @@ def run_cell(target: Target, scenario: str, conns: int, seconds: float, loadgen:
     else:
         cmd = [sys.executable, "-m", "bench.loadgen", "--url", url, "--conns", str(conns),
                "--seconds", str(seconds), "--body-file", str(_body_file(target, scenario, workdir))]
-        cmd += [f"--header={k}: {v}" for k, v in target.headers.items()]
+        cmd += [f"--header={k}: {v}" for k, v in headers(target, scenario).items()]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 60, check=False)
     line = next((ln for ln in out.stdout.splitlines() if ln.startswith(_MARK)), None)
     if out.returncode != 0 or line is None:

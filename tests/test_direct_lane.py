@@ -10,6 +10,8 @@ from typing import Any
 import httpx
 import orjson
 import pytest
+from connexion.exceptions import BadRequestProblem
+from connexion.validators import ParameterValidator
 
 from handlers.edge.middleware import Edge
 from tests.conftest import Live, serve
@@ -122,3 +124,45 @@ def test_an_error_after_the_answer_started_is_not_answered_twice(live: Live) -> 
     finally:
         lane._ops[where] = (check, call)
     assert httpx.post(live.url + where[0], json=CHAT, headers=live.headers, timeout=10).status_code == 200
+
+
+# Header parameters as a client may send them: absent, valid, invalid, twice (the first counts), "null", empty.
+HEADER_CASES: list[list[tuple[bytes, bytes]]] = [
+    [],
+    [(b"x-specway-max-cost", b"0.5")],
+    [(b"x-specway-max-cost", b"lots")],
+    [(b"x-specway-max-cost", b"lots"), (b"x-specway-max-cost", b"0.5")],
+    [(b"x-specway-max-cost", b"0.5"), (b"x-specway-max-cost", b"lots")],
+    [(b"x-specway-session", b"")],
+    [(b"x-specway-session", b"null")],
+    [(b"x-specway-session", b"s" * 513), (b"x-specway-max-cost", b"lots")],
+    [(b"anthropic-version", b"2023-06-01"), (b"anthropic-beta", b"a,b")],
+    [(b"anthropic-beta", b""), (b"x-specway-max-cost", b"1")],
+]
+
+
+def _outcome(validator: ParameterValidator, scope: dict[str, Any]) -> str | None:
+    try:
+        validator.validate(scope)
+    except BadRequestProblem as refused:
+        return str(refused.detail)
+    return None
+
+
+@pytest.mark.parametrize("query", [b"", b"beta=true"])
+def test_header_parameters_are_checked_as_connexion_checks_them(live: Live, query: bytes) -> None:
+    """The lane's parameter check reads only the headers it needs and makes each validator once: every case passes
+    or fails as Connexion's own ParameterValidator has it, and a refusal names the parameter and keeps its words."""
+    lane = _edge(live).direct
+    assert lane is not None
+    for (path, _), (check, _) in lane._ops.items():
+        ours = check._parameters
+        op = check._operation
+        theirs = ParameterValidator(op.parameters, uri_parser=op.uri_parser_class(op.parameters, op.body_definition()))
+        for headers in HEADER_CASES:
+            scope = {"type": "http", "path": path, "method": "POST", "query_string": query, "root_path": "",
+                     "headers": [(b"content-type", b"application/json"), *headers]}
+            mine, connexions = _outcome(ours, scope), _outcome(theirs, scope)
+            assert (mine is None) == (connexions is None), (path, headers, mine, connexions)
+            if mine is not None and connexions is not None:
+                assert mine.startswith("The header parameter '") and connexions.splitlines()[0] in mine
