@@ -1,7 +1,7 @@
 """Decision records: rendered from a request's Plan and Trace when it ends, kept pending here and written off the hot
-path in batches by the gateway's one writer, and flushed at shutdown (nothing is lost). A record whose cost was settled into
-a lease is written by the ledger in the transaction that charges it (Recorder.paid), so spend, records and usage
-agree whatever happens to the process."""
+path in batches by the gateway's one writer, and flushed at shutdown (nothing is lost). A record whose cost was
+settled into a lease is written by the ledger in the transaction that charges it (Recorder.paid), so spend, records
+and usage agree whatever happens to the process."""
 
 from __future__ import annotations
 
@@ -177,8 +177,9 @@ class Recorder:
         (bench/README.md, "Garbage")."""
         made = stored(plan, trace, note, revision or self._revision)
         if trace.paid_by is not None:
-            self._paid.setdefault(trace.paid_by, {})[plan.id] = made
-            self._paid_count += 1
+            paid = self._paid.setdefault(trace.paid_by, {})
+            self._paid_count += plan.id not in paid
+            paid[plan.id] = made
         else:
             self._unpaid[plan.id] = made
         if not counted:
