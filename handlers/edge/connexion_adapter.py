@@ -1,4 +1,5 @@
-"""Every use of Connexion's internals, in one place; the rest of the app calls `build_connexion_app`.
+"""Every use of Connexion's internals, here and in handlers/edge/connexion_checks.py (its request checks); the rest of
+the app calls `build_connexion_app`.
 
 Checked against Connexion 3.3.0 (read in .venv/lib/python3.11/site-packages/connexion). On an upgrade, re-read the
 pieces below; each names what it relies on and why it exists:
@@ -8,10 +9,6 @@ pieces below; each names what it relies on and why it exists:
   routes authenticate relay keys themselves, handlers/edge/glue.py) and `ResponseValidationMiddleware` (responses
   are built from generated models; `validate_responses` is off anyway). Path, method, content type and query
   parameters are still checked by Connexion.
-- `_BodyParsedByRoute` replaces the `"*/*json"` entry of `validators.VALIDATOR_MAP["body"]`.
-  `RequestValidationOperation.__call__` (middleware/request_validation.py) builds it with keyword arguments and
-  awaits `wrap_receive(receive, scope=scope)`; ours returns both untouched, so the body is parsed once, with
-  pydantic, by the generated route instead of also by jsonschema.
 - `app._middleware_app.api_cls = _Api` (private): `AsyncApp` builds its `AsyncASGIApp` before any API is added, and
   `RoutedMiddleware.add_api` (middleware/abstract.py) instantiates `self.api_cls`; there is no public hook for it.
 - `_Api`, `_Operation`, `_Decorator` subclass `AsyncApi`, `AsyncOperation` and `StarletteDecorator`
@@ -28,17 +25,6 @@ pieces below; each names what it relies on and why it exists:
   for it; what it returns is converted as `AsyncResponseDecorator` does. `current_request()` reads the context
   variables `ContextMiddleware` sets (`connexion.context._scope`, `_receive`): `connexion.context.request` would build
   a new request (and parse its headers again) on every attribute access.
-- `_Checking` replaces `RequestValidationMiddleware` (same checks, same order, same refusals): per request
-  Connexion builds two URI parsers, a parameter validator and a `MediaTypeDict` of the consumed types, all fixed
-  by the operation; `_CheckedOperation` makes them once. A body that a validator other than `_BodyParsedByRoute`
-  would read goes through Connexion's own `__call__`. It relies on `RequestValidationOperation`'s
-  `_operation`, `_validator_map`, `strict_validation`, `security_query_params`, `extract_content_type` and
-  `validate_mime_type`, and on `RequestValidationAPI.validator_map`.
-- `_NamedParameters` subclasses `ParameterValidator` (validators/parameter.py): it relies on `parameters` (the
-  operation's parameters by `in`), on `validate_parameter` being called through the instance (`validate_*_parameter`)
-  and on its checks (`is_nullable`/`is_null`, then a `Draft4Validator` of the parameter's schema with
-  `draft4_format_checker`), which it makes once per parameter instead of per value; `validate(scope)` reads the
-  headers itself when only headers can be there (no query string; nothing required, in the path or a cookie).
 - `_index` turns the router of the API mounted in `RoutingMiddleware` (`RoutingAPI.router`) into an
   `_IndexedRouter` by assigning its class (Connexion builds it in `RoutingMiddleware.add_api`, with no hook for
   the class): Starlette's `Router.app` tries every route's pattern on every request; this one tries only those
@@ -61,7 +47,7 @@ pieces below; each names what it relies on and why it exists:
   responses, embeddings) without the middleware layers that do nothing for them, with the same checks, context and
   error handlers (tests/test_direct_lane.py sends every kind of request both ways and compares the answers). It
   builds Connexion's middleware stack at once (`ConnexionMiddleware._build_middleware_stack`, which Connexion
-  otherwise runs on its first call) and takes from it the `_CheckedOperation` and `_Operation` of each operation
+  otherwise runs on its first call) and takes from it the `CheckedOperation` and `_Operation` of each operation
   (`RoutedMiddleware.apis`, `RoutedAPI.operations`); it sets the context variables `ContextOperation.__call__` sets
   (`connexion.context._context`, `_operation`, `_receive`, `_scope`), and reads the paths from
   `ConnexionMiddleware.apis[0].specification.raw`. An exception after the answer started is raised as Starlette's
@@ -75,7 +61,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 import functools
 import hashlib
 import inspect
@@ -87,23 +72,18 @@ from typing import Any
 
 import connexion
 import orjson
-from connexion import context, utils
+from connexion import context
 from connexion.apps.asynchronous import AsyncApi, AsyncASGIApp, AsyncOperation
 from connexion.context import _receive, _scope
 from connexion.datastructures import MediaTypeDict
 from connexion.decorators import StarletteDecorator
 from connexion.decorators.response import AsyncResponseDecorator
-from connexion.exceptions import BadRequestProblem, ProblemException
+from connexion.exceptions import ProblemException
 from connexion.frameworks.starlette import Starlette as StarletteFramework
 from connexion.lifecycle import ConnexionRequest, ConnexionResponse
 from connexion.middleware.context import ContextMiddleware
 from connexion.middleware.exceptions import ExceptionMiddleware
 from connexion.middleware.lifespan import LifespanMiddleware
-from connexion.middleware.request_validation import (
-    RequestValidationAPI,
-    RequestValidationMiddleware,
-    RequestValidationOperation,
-)
 from connexion.middleware.routing import RoutingMiddleware
 from connexion.middleware.server_error import ServerErrorMiddleware
 from connexion.middleware.swagger_ui import SwaggerUIMiddleware
@@ -112,16 +92,14 @@ from connexion.options import SwaggerUIOptions
 from connexion.resolver import Resolver
 from connexion.spec import OpenAPISpecification
 from connexion.uri_parsing import AbstractURIParser
-from connexion.utils import is_null, is_nullable
-from connexion.validators import VALIDATOR_MAP, ParameterValidator
-from connexion.validators.parameter import draft4_format_checker
-from jsonschema import Draft4Validator, ValidationError
+from connexion.validators import VALIDATOR_MAP
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Match, Mount, Route, Router, get_route_path
 
 from generated import openapi_checked
 from handlers.edge import paths
+from handlers.edge.connexion_checks import BodyParsedByRoute, CheckedOperation, Checking, NamedParameters
 from handlers.errors import ApiError
 
 
@@ -212,138 +190,15 @@ def _index(router: Router) -> None:
         router.middleware_stack = router.app
 
 
-class _CheckedOperation(RequestValidationOperation):
-    """Connexion's checks of parameters and content type, with what depends only on the operation (its parameter
-    validator and URI parser, the content types it consumes, whether a body validator runs) made once."""
-
-    _MIME_TYPES_KEPT = 16  # content types remembered per operation (they come from clients)
-
-    @functools.cached_property
-    def _parameters(self) -> ParameterValidator:
-        op = self._operation
-        return self._validator_map["parameter"](op.parameters, uri_parser=op.uri_parser_class(
-            op.parameters, op.body_definition()), strict_validation=self.strict_validation,
-            security_query_params=self.security_query_params)
-
-    @functools.cached_property
-    def _consumes(self) -> MediaTypeDict:
-        return MediaTypeDict([(c.lower(), None) for c in self._operation.consumes])
-
-    @functools.cached_property
-    def _body_left_alone(self) -> dict[str, bool]:
-        return {}
-
-    def validate_mime_type(self, mime_type: str) -> None:
-        if self._operation.consumes and mime_type.lower() not in self._consumes:
-            super().validate_mime_type(mime_type)  # raises Connexion's own refusal
-
-    def _leaves_body(self, mime_type: str) -> bool:
-        """Whether Connexion would leave this body alone: no schema, no validator, or the route's own parsing."""
-        known = self._body_left_alone.get(mime_type)
-        if known is None:
-            try:
-                validator = self._validator_map["body"][mime_type] if self._operation.body_schema(mime_type) else None
-            except KeyError:
-                validator = None
-            known = validator is None or validator is _BodyParsedByRoute
-            if len(self._body_left_alone) < self._MIME_TYPES_KEPT:
-                self._body_left_alone[mime_type] = known
-        return known
-
-    def extract_content_type(self, headers: list[tuple[bytes, bytes]]) -> tuple[str, str]:
-        # connexion.utils.extract_content_type, which also takes dicts, builds a typing alias on every call
-        content_type = next((v.decode("latin-1") for k, v in headers if k.lower() == b"content-type"), None)
-        mime_type, encoding = utils.split_content_type(content_type)
-        if mime_type is None:
-            mime_type = self._operation.consumes[0] if self._operation.consumes else "application/octet-stream"
-        return mime_type, encoding or "utf-8"
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        mime_type, _ = self.extract_content_type(scope["headers"])
-        if not self._leaves_body(mime_type):
-            await super().__call__(scope, receive, send)
-            return
-        self._parameters.validate(scope)
-        self.validate_mime_type(mime_type)
-        await self.next_app(scope, receive, send)
-
-
-class _CheckingApi(RequestValidationAPI):
-    def make_operation(self, operation: AbstractOperation) -> _CheckedOperation:
-        return _CheckedOperation(self.next_app, operation=operation, strict_validation=self.strict_validation,
-                                 validator_map=self.validator_map)
-
-
-class _Checking(RequestValidationMiddleware):
-    api_cls = _CheckingApi
-
-
 _MIDDLEWARES = [
     ServerErrorMiddleware,
     ExceptionMiddleware,
     _SwaggerUI,
     _Routing,
-    _Checking,
+    Checking,
     LifespanMiddleware,
     ContextMiddleware,
 ]
-
-
-class _NamedParameters(ParameterValidator):
-    """Connexion's check of path, query and header parameters, its refusal naming the parameter (Connexion says
-    only what the value failed, in jsonschema's words). What Connexion makes on every call is made once: a
-    parameter's validator (it deep-copies the schema and builds a Draft4Validator for each value it checks, 20 µs
-    for a Messages request's `anthropic-version`, which every Anthropic SDK sends); and where no parameter can fail
-    (none required, none in the path or a cookie), a request without a query string and without any of the
-    parameters' headers is not parsed into the request object Connexion builds to look for them (6 µs): the
-    headers that are there are checked as Connexion checks them (the first of a name, in the spec's order)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        every = [p for group in self.parameters.values() for p in group]
-        self._headers = {p["name"].lower().encode("latin-1"): p for p in self.parameters.get("header", [])}
-        self._none_can_fail = not any(p.get("required") for p in every) and not any(
-            self.parameters.get(where) for where in ("path", "cookie"))
-        self._validators: dict[int, Draft4Validator] = {}  # by id() of the parameter (the spec's, kept alive)
-
-    def validate(self, scope: Any) -> None:
-        if not self._none_can_fail or scope.get("query_string"):
-            super().validate(scope)
-            return
-        present: dict[bytes, bytes] = {}
-        for name, value in scope["headers"]:
-            if name in self._headers:
-                present.setdefault(name, value)
-        for name, param in self._headers.items() if present else ():
-            if name in present:
-                error = self.validate_parameter("header", present[name].decode("latin-1"), param)
-                if error:
-                    raise BadRequestProblem(detail=error)
-
-    def validate_parameter(self, parameter_type: str, value: Any, param: dict[str, Any],  # type: ignore[override]
-                           param_name: str | None = None) -> str | None:
-        if value is None or is_nullable(param) and is_null(value):
-            return ParameterValidator.validate_parameter(parameter_type, value, param, param_name)
-        validator = self._validators.get(id(param))
-        if validator is None:
-            schema = copy.deepcopy(param.get("schema", param))
-            validator = self._validators[id(param)] = Draft4Validator(schema, format_checker=draft4_format_checker)
-        try:
-            validator.validate(value)
-        except ValidationError as exc:
-            first = str(exc).splitlines()[0]
-            return f"The {parameter_type} parameter {param.get('name', param_name)!r} is not valid: {first}"
-        return None
-
-
-class _BodyParsedByRoute:
-    """A body 'validator' that leaves the body alone: the generated route validates it with pydantic."""
-
-    def __init__(self, **_: Any) -> None:
-        pass
-
-    async def wrap_receive(self, receive: Any, *, scope: Any) -> tuple[Any, Any]:
-        return receive, scope
 
 
 class _Decorator(StarletteDecorator):
@@ -401,7 +256,7 @@ class _Api(AsyncApi):
 class DirectLane:
     """The operations at a fixed path whose route takes no argument (the inference ones), served without the layers
     that do nothing for them: Swagger UI's router, routing by pattern (the path is exact), Lifespan's pass-through.
-    What those layers do for them is done here as they do it: the same _CheckedOperation checks the parameters and
+    What those layers do for them is done here as they do it: the same CheckedOperation checks the parameters and
     the content type, the context variables are set as ContextMiddleware sets them, the same _Operation is called,
     and an exception raised before the answer started becomes the ApiError its error handler makes (after the
     start, it goes to the server, as Starlette's handlers let it). A request with a query string or a root path, or
@@ -412,15 +267,15 @@ class DirectLane:
         if middleware.middleware_stack is None:  # Connexion builds it on its first call otherwise
             middleware.app, middleware.middleware_stack = middleware._build_middleware_stack()
         stack = list(middleware.middleware_stack)
-        checks = _operations(next(m for m in stack if isinstance(m, _Checking)))
+        checks = _operations(next(m for m in stack if isinstance(m, Checking)))
         calls = _operations(next(m for m in stack if isinstance(m, AsyncASGIApp)))
         self._handlers = handlers
-        self._ops: dict[tuple[str, str], tuple[_CheckedOperation, _Operation]] = {}
+        self._ops: dict[tuple[str, str], tuple[CheckedOperation, _Operation]] = {}
         for path, methods in app.middleware.apis[0].specification.raw["paths"].items():
             for method, operation in methods.items() if "{" not in path else ():
                 op_id = operation.get("operationId") if isinstance(operation, dict) else None
                 check, call = checks.get(op_id), calls.get(op_id)
-                if isinstance(check, _CheckedOperation) and isinstance(call, _Operation) and call._takes_nothing:
+                if isinstance(check, CheckedOperation) and isinstance(call, _Operation) and call._takes_nothing:
                     self._ops[path, method.upper()] = (check, call)
 
     def paths(self) -> frozenset[tuple[str, str]]:
@@ -438,7 +293,7 @@ class DirectLane:
             return None
         return functools.partial(self._serve, check, call, mime_type)
 
-    async def _serve(self, check: _CheckedOperation, call: _Operation, mime_type: str,
+    async def _serve(self, check: CheckedOperation, call: _Operation, mime_type: str,
                      scope: Any, receive: Any, send: Any) -> None:
         started = False
 
@@ -485,8 +340,8 @@ def build_connexion_app(spec: Path, *, resolve: Callable[[str], Callable[..., An
         middlewares=_MIDDLEWARES,
         lifespan=lifespan,
         pythonic_params=True,
-        validator_map={**VALIDATOR_MAP, "parameter": _NamedParameters,
-                       "body": MediaTypeDict({"*/*json": _BodyParsedByRoute})},
+        validator_map={**VALIDATOR_MAP, "parameter": NamedParameters,
+                       "body": MediaTypeDict({"*/*json": BodyParsedByRoute})},
         # The edge serves /openapi.json itself (the bundled file, not Connexion's ref-inlined copy); Swagger UI
         # still points at /openapi.json.
         swagger_ui_options=SwaggerUIOptions(swagger_ui_path=docs_path, serve_spec=False),
