@@ -9,7 +9,7 @@ after startup (gc.freeze), a collection sees only what requests made.
 And less often: a request's objects die with it, but a young-generation collection (Python's default: every 700
 objects more allocated than freed) ran every few requests at 32 connections and found the objects of every request
 in flight alive; it moved them to the older generations, whose collections walked them again. 5-6 % of a request's
-CPU went to the collector, 0.2-0.3 % with a threshold of 10,000 (bench/README.md, "Garbage")."""
+CPU went to the collector, under 0.5 % with a threshold of 10,000 (bench/README.md, "Garbage")."""
 
 from __future__ import annotations
 
