@@ -124,7 +124,9 @@ class NamedParameters(ParameterValidator):
         self._headers = {p["name"].lower().encode("latin-1"): p for p in self.parameters.get("header", [])}
         self._none_can_fail = not any(p.get("required") for p in every) and not any(
             self.parameters.get(where) for where in ("path", "cookie"))
-        self._validators: dict[int, Draft4Validator] = {}  # by id() of the parameter (the spec's, kept alive)
+        # By id() of the parameter (the spec's own dicts, which Connexion passes back, alive as long as this).
+        self._validators = {id(p): Draft4Validator(copy.deepcopy(p.get("schema", p)),
+                                                   format_checker=draft4_format_checker) for p in every}
 
     def validate(self, scope: Any) -> None:
         if not self._none_can_fail or scope.get("query_string"):
@@ -134,7 +136,7 @@ class NamedParameters(ParameterValidator):
         for name, value in scope["headers"]:
             if name in self._headers:
                 present.setdefault(name, value)
-        for name, param in self._headers.items() if present else ():
+        for name, param in self._headers.items():
             if name in present:
                 error = self.validate_parameter("header", present[name].decode("latin-1"), param)
                 if error:
@@ -144,12 +146,8 @@ class NamedParameters(ParameterValidator):
                            param_name: str | None = None) -> str | None:
         if value is None or is_nullable(param) and is_null(value):
             return ParameterValidator.validate_parameter(parameter_type, value, param, param_name)
-        validator = self._validators.get(id(param))
-        if validator is None:
-            schema = copy.deepcopy(param.get("schema", param))
-            validator = self._validators[id(param)] = Draft4Validator(schema, format_checker=draft4_format_checker)
         try:
-            validator.validate(value)
+            self._validators[id(param)].validate(value)
         except ValidationError as exc:
             first = str(exc).splitlines()[0]
             return f"The {parameter_type} parameter {param.get('name', param_name)!r} is not valid: {first}"
