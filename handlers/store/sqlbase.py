@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -141,7 +142,7 @@ class SQLStore(SQLAccounts):
 
     async def sync_lease(self, report: LeaseReport, now: datetime, rule: LeaseRule,
                          records: Sequence[dict[str, Any]] = ()) -> LeaseGrant:
-        now, rows = utc(now), await in_slices(_decision_row, records)  # made before the transaction: it is short
+        now, batch = utc(now), await self._decisions(records, frozenset())  # made before the transaction: it is short
 
         async def sync(tx: Conn) -> LeaseGrant:
             if records and self.usage_lock:  # first, as save_decisions takes it: no two orders of locks
@@ -155,7 +156,7 @@ class SQLStore(SQLAccounts):
             await self._write_books(tx, books)
             lease_id = await self._write_lease(tx, report, row, books, now)
             if records:
-                await self._save_decisions(tx, rows, frozenset())
+                await self._save_decisions(tx, batch)
             return LeaseGrant(lease_id, books.held, useful)
 
         return await self._transaction(sync)
@@ -203,25 +204,38 @@ class SQLStore(SQLAccounts):
         to the hourly usage rollups (unless its id is `uncounted`), in the same transaction."""
         if not records:
             return
-        rows = await in_slices(_decision_row, records)
+        batch = await self._decisions(records, uncounted)
 
         async def save(tx: Conn) -> None:
             if self.usage_lock:  # before reading which records exist: another writer's may not be committed yet
                 await tx.execute(self.usage_lock)
-            await self._save_decisions(tx, rows, uncounted)
+            await self._save_decisions(tx, batch)
 
         await self._transaction(save)
 
-    async def _save_decisions(self, tx: Conn, rows: Sequence[_DecisionRow], uncounted: frozenset[str]) -> None:
-        """Under `usage_lock`: the records (`rows`: their columns and usage) upserted, those new here added to the
-        usage rollups (but `uncounted`)."""
-        ids = [columns[0] for columns, _ in rows]
+    async def _decisions(self, records: Sequence[dict[str, Any]], uncounted: frozenset[str]) -> _Decisions:
+        """What a transaction writes of `records`, made before it, on the event loop in slices: SQLite's thread holds
+        the interpreter while it runs Python, and the event loop waited for it (bench/README.md, "A decision batch
+        made before its transaction")."""
+        rows = await in_slices(self._decision_row, records)
+        return _Decisions(rows, uncounted, _added(rows, uncounted))
+
+    def _decision_row(self, record: dict[str, Any]) -> _DecisionRow:
+        """A record's columns in `decisions` (its JSON among them), bound as the backend takes them, and what it adds
+        to the usage rollups."""
+        return self.bound(to_decision(record)), usage.of_record(record)
+
+    def bound(self, values: tuple[Any, ...]) -> tuple[Any, ...]:
+        """Values as this backend binds them (PostgreSQL's driver takes Python's own)."""
+        return values
+
+    async def _save_decisions(self, tx: Conn, batch: _Decisions) -> None:
+        """Under `usage_lock`: the records upserted, those new here added to the usage rollups (but the batch's
+        uncounted)."""
+        ids = [columns[0] for columns, _ in batch.rows]
         seen = {r["id"] for r in await tx.fetch(f"SELECT id FROM decisions WHERE id IN ({sql_marks(ids)})", *ids)}
-        await tx.executemany(_SAVE_DECISION, [columns for columns, _ in rows])
-        added: dict[usage.Group, usage.Counts] = {}
-        for (decision_id, *_), counted in rows:
-            if counted is not None and decision_id not in seen and decision_id not in uncounted:
-                added.setdefault(counted[0], usage.Counts()).add(counted[1])
+        await tx.executemany(_SAVE_DECISION, [columns for columns, _ in batch.rows])
+        added = _added(batch.rows, batch.uncounted | seen) if seen else batch.added
         if added:
             await self._add_usage(tx, added)
 
@@ -266,9 +280,20 @@ class SQLStore(SQLAccounts):
 _DecisionRow = tuple[tuple[Any, ...], tuple[usage.Group, usage.Counts] | None]
 
 
-def _decision_row(record: dict[str, Any]) -> _DecisionRow:
-    """A record's columns in `decisions` (its JSON among them) and what it adds to the usage rollups."""
-    return to_decision(record), usage.of_record(record)
+@dataclass(frozen=True, slots=True)
+class _Decisions:
+    rows: list[_DecisionRow]
+    uncounted: frozenset[str]
+    added: dict[usage.Group, usage.Counts]  # what the rows add to the rollups when none of them was written before
+
+
+def _added(rows: Sequence[_DecisionRow], skip: frozenset[str]) -> dict[usage.Group, usage.Counts]:
+    """The rows' usage by rollup, but the records in `skip`."""
+    added: dict[usage.Group, usage.Counts] = {}
+    for (decision_id, *_), counted in rows:
+        if counted is not None and decision_id not in skip:
+            added.setdefault(counted[0], usage.Counts()).add(counted[1])
+    return added
 
 
 def _decision_filters(query: DecisionQuery) -> tuple[str, list[Any]]:

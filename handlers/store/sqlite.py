@@ -21,6 +21,7 @@ from contextlib import asynccontextmanager, contextmanager
 from datetime import datetime
 from decimal import Decimal
 from functools import lru_cache
+from itertools import chain
 from typing import Any, TypeVar, cast
 
 import aiosqlite
@@ -66,6 +67,9 @@ def _many_rows(sql: str, rows: int) -> str:
     head, marks, rest = found.groups()
     row = "(" + ", ".join("?" * len(marks.split(","))) + ")"
     return f"{head} VALUES {', '.join([row] * rows)}{rest}"
+
+
+_PLAIN = frozenset({str, int, float, bool, bytes, type(None)})  # what sqlite3 binds as it is
 
 
 def _bind(args: Sequence[Any]) -> tuple[Any, ...]:
@@ -118,7 +122,11 @@ class _Conn:
         most = max(1, self._db.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // len(picks))
         for start in range(0, len(rows), most):
             chunk = rows[start:start + most]
-            self._db.execute(_many_rows(sql, len(chunk)), [v for row in chunk for v in _bind([row[p] for p in picks])])
+            values = (list(chain.from_iterable(chunk)) if picks == tuple(range(len(picks))) else
+                      [row[p] for row in chunk for p in picks])
+            if not _PLAIN.issuperset(map(type, values)):  # rows made bound (SQLiteStore.bound) skip a pass of Python
+                values = _bind(values)
+            self._db.execute(_many_rows(sql, len(chunk)), values)
 
 
 def _finished(step: Coroutine[Any, Any, _T]) -> _T:
@@ -233,6 +241,9 @@ class SQLiteStore(SQLStore):
         if db is None:
             raise RuntimeError("the store is not open")
         return db
+
+    def bound(self, values: tuple[Any, ...]) -> tuple[Any, ...]:
+        return _bind(values)
 
     async def _transaction(self, body: Body[_T]) -> _T:
         writer = self._connection(self._writer)
