@@ -72,8 +72,12 @@ def _many_rows(sql: str, rows: int) -> str:
 _PLAIN = frozenset({str, int, float, bool, bytes, type(None)})  # what sqlite3 binds as it is
 
 
-def _bind(args: Sequence[Any]) -> tuple[Any, ...]:
-    """Decimal -> its exact text, datetime -> ISO-8601 UTC text."""
+def _bind(args: Sequence[Any]) -> Sequence[Any]:
+    """Decimal -> its exact text, datetime -> ISO-8601 UTC text. Values sqlite3 binds as they are are checked in one
+    pass of C: this runs on SQLite's thread, which holds the interpreter (and the event loop waits) while it runs
+    Python, and most statements bind only those (the writer's batches are bound before, SQLiteStore.bound)."""
+    if _PLAIN.issuperset(map(type, args)):
+        return args
     return tuple(str(a) if isinstance(a, Decimal) else iso(a) if isinstance(a, datetime) else a for a in args)
 
 
@@ -124,9 +128,7 @@ class _Conn:
             chunk = rows[start:start + most]
             values = (list(chain.from_iterable(chunk)) if picks == tuple(range(len(picks))) else
                       [row[p] for row in chunk for p in picks])
-            if not _PLAIN.issuperset(map(type, values)):  # rows made bound (SQLiteStore.bound) skip a pass of Python
-                values = _bind(values)
-            self._db.execute(_many_rows(sql, len(chunk)), values)
+            self._db.execute(_many_rows(sql, len(chunk)), _bind(values))
 
 
 def _finished(step: Coroutine[Any, Any, _T]) -> _T:
@@ -243,7 +245,7 @@ class SQLiteStore(SQLStore):
         return db
 
     def bound(self, values: tuple[Any, ...]) -> tuple[Any, ...]:
-        return _bind(values)
+        return tuple(_bind(values))
 
     async def _transaction(self, body: Body[_T]) -> _T:
         writer = self._connection(self._writer)
