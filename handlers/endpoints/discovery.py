@@ -39,7 +39,7 @@ def _entry(model: Model, name: str, created: datetime) -> models.Model:
         capabilities=models.ModelCapabilities(reasoning=model.reasoning, vision=model.vision,
                                               tool_calling=model.tool_calling,
                                               structured_output=model.structured_output),
-        sources=models.ModelSources(**{f: model.source(f) for f in SOURCED_FIELDS}),
+        sources=models.ModelSources(**model.sources_of(SOURCED_FIELDS)),
     )
 
 

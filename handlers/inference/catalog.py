@@ -4,6 +4,7 @@ each model: from the configuration, else from the known-model data (known.py), v
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Literal
@@ -66,7 +67,12 @@ class Model:
         return self.price_in if self.price_cache_write is None else self.price_cache_write
 
     def source(self, field: str) -> Source:
-        return dict(self.sources).get(field, "default")
+        return self.sources_of((field,))[field]
+
+    def sources_of(self, fields: Iterable[str]) -> dict[str, Source]:
+        """Where each of `fields` came from, read in one pass (a decision record names four)."""
+        named = dict(self.sources)
+        return {f: named.get(f, "default") for f in fields}
 
     def prices_at(self, input_tokens: int) -> tuple[Decimal, Decimal, Decimal, Decimal]:
         """Input, output, cache read and cache write prices for a request of `input_tokens` prompt tokens: the tier

@@ -93,8 +93,7 @@ def _pricing(trace: Trace) -> dict[str, Any] | None:
     if model is None or trace.cost is None:
         return None
     prices = model.prices_at((trace.usage.input_tokens or 0) if trace.usage else 0)
-    return {**{f: str(p) for f, p in zip(_PRICES, prices, strict=True)},
-            "sources": {f: model.source(f) for f in _PRICES}}
+    return {**{f: str(p) for f, p in zip(_PRICES, prices, strict=True)}, "sources": model.sources_of(_PRICES)}
 
 
 def explanation(plan: Plan, trace: Trace) -> str:
@@ -104,7 +103,6 @@ def explanation(plan: Plan, trace: Trace) -> str:
     first = plan.candidates[0] if plan.candidates else None
     if first is not None and first.verdict == "skipped":
         parts.append(f"It was skipped ({first.reason}).")
-    failed = list(dict.fromkeys(a.model for a in trace.attempts if a.failure is not None))
     retries = max((a.retry for a in trace.attempts), default=0)
     if retries:
         parts.append(f"Every candidate failed before answering, and the gateway retried {retries} "
@@ -112,6 +110,7 @@ def explanation(plan: Plan, trace: Trace) -> str:
     if trace.answered is None:
         parts.append(f"No candidate answered (outcome: {trace.outcome}).")
     elif first is not None and trace.answered.id != first.model.id:
+        failed = list(dict.fromkeys(a.model for a in trace.attempts if a.failure is not None))
         before = f"{', '.join(failed)} failed before answering, so " if failed else ""
         parts.append(f"{before}the fallback {trace.answered.id} answered.")
     return " ".join(parts)
