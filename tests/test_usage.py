@@ -153,6 +153,23 @@ async def test_a_record_written_twice_is_counted_once(store: SQLStore) -> None:
     assert await store.usage(at + timedelta(hours=2), at + timedelta(hours=3)) == []
 
 
+async def test_a_later_batch_adds_to_the_rollup_an_earlier_one_made(store: SQLStore) -> None:
+    ws = await store.create_workspace("w")
+    key, _ = await store.create_key(ws.id, "k", ("inference",))
+    at = datetime(2026, 3, 1, 10, 0, tzinfo=UTC)
+
+    def record(i: int) -> dict[str, Any]:
+        return {"id": f"d{i}", "created_at": (at + timedelta(minutes=i)).isoformat(), "key_id": key.id,
+                "workspace_id": ws.id, "model": "m", "attempts": [{"upstream": "u"}], "outcome": "ok",
+                "usage": {"input_tokens": 10 * i, "output_tokens": i}, "cost": f"0.00{i}"}
+
+    await store.save_decisions([record(1), record(2)])
+    await store.save_decisions([record(3)])
+    await store.save_decisions([record(2), record(4)])  # one written before: only the other adds
+    [(_, counts)] = await store.usage(at, at + timedelta(hours=1), key_id=key.id)
+    assert (counts.requests, counts.input_tokens, counts.output_tokens, counts.cost) == (4, 100, 10, Decimal("0.010"))
+
+
 def _cli(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "handlers.cli", "--config", str(config), *args],
                           capture_output=True, text=True, timeout=60, check=False)

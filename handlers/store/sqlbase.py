@@ -240,15 +240,18 @@ class SQLStore(SQLAccounts):
             await self._add_usage(tx, added)
 
     async def _add_usage(self, tx: Conn, added: dict[usage.Group, usage.Counts]) -> None:
-        """Add to the rollups; the caller holds `usage_lock` (each writer adds to what it read)."""
+        """Add to the rollups; the caller holds `usage_lock` (each writer adds to what it read). `added` is left as it
+        is (a batch's, made before its transaction)."""
         hours, keys = sorted({g[0] for g in added}), sorted({g[2] for g in added})
         sql = (sql_select("usage_hourly", usage.COLUMNS, f" WHERE hour IN ({sql_marks(hours)})") +
                f" AND key_id IN ({sql_marks(keys, len(hours))})")
+        totals = dict(added)
         for row in await tx.fetch(sql, *hours, *keys):
             group, counts = usage.of_row(row)
             if group in added:
-                added[group].add(counts)
-        await tx.executemany(usage.UPSERT, [usage.row_values(g, c) for g, c in added.items()])
+                counts.add(added[group])
+                totals[group] = counts
+        await tx.executemany(usage.UPSERT, [usage.row_values(g, c) for g, c in totals.items()])
 
     async def usage(self, start: datetime, end: datetime, workspace_id: str | None = None,
                     key_id: str | None = None) -> list[tuple[usage.Group, usage.Counts]]:
