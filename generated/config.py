@@ -490,7 +490,7 @@ class UpstreamSettings(BaseModel):
     """
     headers: dict[str, StrictStr] = {}
     """
-    Extra headers sent with every request.
+    Extra headers sent with every request; one named as the gateway's own (User-Agent, a kind's version header), in any case, replaces it.
     """
     timeouts: TimeoutSettings = Field({}, validate_default=True)
     max_answer_bytes: StrictInt = Field(16777216, ge=1024)

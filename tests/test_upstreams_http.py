@@ -206,6 +206,46 @@ async def test_a_cookie_an_upstream_sets_never_rides_on_the_next_request(fake: F
     assert "cookie" not in fake.requests[-1].headers
 
 
+@pytest.mark.parametrize("streaming", [False, True])
+@pytest.mark.parametrize("kind", KINDS)
+async def test_configured_headers_replace_the_kinds_and_reach_the_upstream_once(
+    fake: FakeUpstream, build: Build, kind: str, streaming: bool
+) -> None:
+    upstream = build(kind, headers={"User-Agent": "team-bot/1", "X-Team": "platform"})
+    await answer(upstream, streaming)
+    sent = fake.requests[-1]
+    assert sent.headers["user-agent"] == "team-bot/1"
+    assert sent.headers["x-team"] == "platform"
+    assert sent.headers["content-type"] == "application/json"
+    assert int(sent.headers["content-length"]) > 0 and sent.body is not None  # the body arrived whole, as JSON
+    assert sent.headers["host"] == fake.url.split("//")[1].split("/")[0]
+
+
+@pytest.mark.parametrize("headers", [
+    {"content-type": "application/json"},
+    {"Content-Type": "application/json", "anthropic-beta": "tools-2024", "USER-AGENT": "caller/2"},
+    {"content-type": "application/json", "Host": "proxy.example", "content-length": "7", "x-amz-date": "20261207"},
+    {},
+])
+@pytest.mark.parametrize("kind", KINDS)
+async def test_an_upstream_request_is_what_httpx_would_build(build: Build, kind: str,
+                                                             headers: dict[str, str]) -> None:
+    """The request is built without httpx's build_request (which merged and encoded every header again on each call):
+    the same headers (the kind's, the configuration's over them, the call's over both, Host and Content-Length
+    unless given), body and timeouts."""
+    upstream = build(kind, headers={"User-Agent": "team-bot/1", "X-Team": "platform"})
+    url, content = httpx.URL("http://127.0.0.1:9/v1/x?y=1"), b'{"model": "m"}'
+    ours = upstream._request(url, content, headers)  # type: ignore[attr-defined]
+    httpx_own = upstream._client.build_request("POST", url, content=content, headers=headers)  # type: ignore[attr-defined]
+
+    def items(request: httpx.Request) -> list[tuple[str, str]]:
+        return sorted((k.lower(), v) for k, v in request.headers.multi_items())
+
+    assert items(ours) == items(httpx_own)
+    assert (ours.method, ours.url, ours.content, ours.extensions) == (
+        httpx_own.method, httpx_own.url, httpx_own.content, httpx_own.extensions)
+
+
 @pytest.mark.parametrize("kind", KINDS)
 async def test_connections_are_kept_alive_and_reused(fake: FakeUpstream, build: Build, kind: str) -> None:
     upstream = build(kind)

@@ -84,9 +84,11 @@ def make_client(
 ) -> httpx.AsyncClient:
     """One pooled keep-alive client per upstream; `total` and the pool's bound are enforced per call by HttpUpstream,
     not here (the pool timeout given aiohttp only bounds connecting, since it never waits for a connection)."""
+    merged = httpx.Headers({"user-agent": USER_AGENT})
+    merged.update(headers)  # by name whatever its case: a configured "User-Agent" replaces ours, never joins it
     client = _Client(
         base_url=base_url,
-        headers={"user-agent": USER_AGENT, **headers},
+        headers=merged,
         timeout=httpx.Timeout(timeouts.read, connect=timeouts.connect, pool=timeouts.connect),
         transport=transport or _Transport(limits=LIMITS),
         limits=LIMITS,
@@ -132,9 +134,12 @@ class HttpUpstream(Upstream):
         self._busy = (f"upstream {name} had all {pool.max_connections} of its connections in use for "
                       f"{pool.wait_seconds:g} s (pool.max_connections, pool.wait_seconds)")
         self._secret = api_key
-        own = {**self.kind_headers(), **(self.auth_headers(api_key) if api_key else {})}
-        self._client = make_client(base_url, headers={**own, **(headers or {})}, timeouts=timeouts, transport=transport)
+        merged = httpx.Headers({**self.kind_headers(), **(self.auth_headers(api_key) if api_key else {})})
+        merged.update(headers or {})
+        self._client = make_client(base_url, headers=merged, timeouts=timeouts, transport=transport)
         self._urls: dict[str, httpx.URL] = {}
+        self._own = [(name.decode("latin-1").lower(), name, value) for name, value in self._client.headers.raw]
+        self._extensions = {"timeout": self._client.timeout.as_dict()}
 
     @classmethod
     def from_settings(cls, name: str, settings: UpstreamSettings) -> HttpUpstream:
@@ -265,8 +270,7 @@ class HttpUpstream(Upstream):
         with self._failures():
             async with asyncio.timeout(self.timeouts.total):
                 url, content = self._url(path), orjson.dumps(body)
-                request = self._client.build_request("POST", url, content=content,
-                                                     headers=await self.sign(url, content, headers))
+                request = self._request(url, content, await self.sign(url, content, headers))
                 response = await self._client.send(request, stream=True)
                 try:
                     content = await self._read(response)
@@ -290,9 +294,9 @@ class HttpUpstream(Upstream):
                 # orjson's bytes keep its 8 KB working buffer whatever their length; a stream holds its body for
                 # its whole life, so an exact-size copy (8 KB less a stream, 40 MB less at 5,000 streams a worker).
                 url, content = self._url(path), bytes(memoryview(orjson.dumps(body)))
-                headers = await self._by(deadline, self.sign(url, content, headers))
-                request = self._client.stream("POST", url, content=content, headers=headers)
-                response = await self._by(deadline, stack.enter_async_context(request))
+                request = self._request(url, content, await self._by(deadline, self.sign(url, content, headers)))
+                response = await self._by(deadline, self._client.send(request, stream=True))
+                stack.push_async_callback(response.aclose)
                 if not response.is_success:
                     raise self._status_error(response, await self._by(deadline, response.aread()))
                 events = await stack.enter_async_context(contextlib.aclosing(self.frames(response)))
@@ -314,6 +318,24 @@ class HttpUpstream(Upstream):
                 await self._slots.acquire()
         except TimeoutError:
             raise UpstreamError("busy", self._busy, retry_after=_BUSY_RETRY) from None
+
+    def _request(self, url: httpx.URL, content: bytes, headers: Mapping[str, str]) -> httpx.Request:
+        """What `client.build_request("POST", url, content=content, headers=headers)` makes: the client's headers
+        under the call's, Host, Content-Length, the client's timeouts. build_request merged and encoded the client's
+        headers again and made the body's stream twice on every call: 13 µs, this 3 (bench/README.md, "An upstream
+        request without build_request")."""
+        names = {name.lower() for name in headers}
+        raw: list[tuple[str | bytes, str | bytes]] = []
+        if "host" not in names:
+            raw.append((b"Host", url.netloc))
+        if "content-length" not in names:
+            raw.append((b"Content-Length", b"%d" % len(content)))
+        raw += [(name, value) for lower, name, value in self._own if lower not in names]
+        raw += headers.items()
+        request = httpx.Request("POST", url, headers=raw, stream=httpx.ByteStream(content),
+                                extensions=self._extensions)
+        request.read()
+        return request
 
     async def _read(self, response: httpx.Response) -> bytes:
         """The whole body, at most `sizes.answer` bytes of it (a declared length past that is not read at all)."""
