@@ -450,7 +450,7 @@ class PolicySettings(BaseModel):
 
 class UpstreamSettings(BaseModel):
     """
-    One upstream model provider. One pooled HTTP client is made per upstream at startup.
+    One upstream model provider. One pooled HTTP client is made per upstream at startup. Its calls go through the proxy the environment names, as curl, httpx and the providers' SDKs read it - HTTPS_PROXY or HTTP_PROXY by the base URL's scheme, else ALL_PROXY (either case, the lower-case one first), none for a host NO_PROXY lists (`*` for all) - read when the client is made (at start and at each reload); an http:// or https:// proxy, with its credentials when its URL has them (another kind stops the start, naming the upstream).
     """
 
     model_config = ConfigDict(

@@ -26,6 +26,7 @@ from handlers.inference.formats.common import json_object
 from handlers.inference.formats.tools import Crossing
 from handlers.inference.upstreams.base import PLAIN, Pool, Sizes, Timeouts, Upstream, UpstreamError
 from handlers.inference.upstreams.failures import CAUGHT, ERROR_TYPE_STATUS, event_error, failure, status_error
+from handlers.inference.upstreams.proxies import environment_proxy
 from handlers.inference.upstreams.sse import SseEvent, Unreadable, answer_too_large, iter_sse
 
 T = TypeVar("T")
@@ -81,18 +82,20 @@ def make_client(
     headers: Mapping[str, str],
     timeouts: Timeouts,
     transport: httpx.AsyncBaseTransport | None = None,
+    proxy: httpx.Proxy | None = None,
 ) -> httpx.AsyncClient:
-    """One pooled keep-alive client per upstream; `total` and the pool's bound are enforced per call by HttpUpstream,
-    not here (the pool timeout given aiohttp only bounds connecting, since it never waits for a connection)."""
+    """One pooled keep-alive client per upstream, through `proxy` when one is given; `total` and the pool's bound are
+    enforced per call by HttpUpstream, not here (the pool timeout given aiohttp only bounds connecting, since it never
+    waits for a connection)."""
     merged = httpx.Headers({"user-agent": USER_AGENT})
     merged.update(headers)  # by name whatever its case: a configured "User-Agent" replaces ours, never joins it
     client = _Client(
         base_url=base_url,
         headers=merged,
         timeout=httpx.Timeout(timeouts.read, connect=timeouts.connect, pool=timeouts.connect),
-        transport=transport or _Transport(limits=LIMITS),
+        transport=transport or _Transport(limits=LIMITS, proxy=proxy),
         limits=LIMITS,
-    )  # the transport is given, so httpx mounts no proxy from the environment (HTTPS_PROXY is not used)
+    )  # the transport is given, so httpx mounts no proxy of its own: the environment's is `proxy` (proxies.py)
     # A cookie an upstream sets must never ride along on another caller's request. (The `cookies` setter would copy
     # the jar into a plain httpx.Cookies.)
     client._cookies = _NoCookies()
@@ -136,7 +139,8 @@ class HttpUpstream(Upstream):
         self._secret = api_key
         merged = httpx.Headers({**self.kind_headers(), **(self.auth_headers(api_key) if api_key else {})})
         merged.update(headers or {})
-        self._client = make_client(base_url, headers=merged, timeouts=timeouts, transport=transport)
+        self._client = make_client(base_url, headers=merged, timeouts=timeouts, transport=transport,
+                                   proxy=environment_proxy(base_url, f"upstreams.{name}"))
         self._urls: dict[str, httpx.URL] = {}
         self._own = [(name.decode("latin-1").lower(), name, value) for name, value in self._client.headers.raw]
         self._extensions = {"timeout": self._client.timeout.as_dict()}
