@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from bench import load, loadgen, report, startup, targets, upstream
+from bench import load, loadgen, paired, report, startup, targets, upstream
 from bench.procs import free_port, stop_all
 
 
@@ -252,3 +255,40 @@ def test_startup_runs_a_command_and_tabulates_it(tmp_path: Path) -> None:
     assert wall > 0 and cpu > 0
     shown = startup.table({"specway --help": {"this": [(wall, cpu)]}}, ["this"], 1)
     assert shown.splitlines()[1].startswith("specway --help") and "this CPU ms" in shown
+
+
+def test_thread_cpu_counts_the_main_thread_and_the_others_apart(tmp_path: Path) -> None:
+    script = ("import threading, time\n"
+              "spun = threading.Event()\n"
+              "def spin():\n"
+              "    while time.thread_time() < 0.4: pass\n"
+              "    spun.set(); time.sleep(30)\n"  # alive: an ended thread leaves /proc with its time
+              "threading.Thread(target=spin, daemon=True).start(); spun.wait()\n"
+              "print('spun', flush=True); time.sleep(30)\n")
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "spun"
+        seconds = paired.thread_cpu(proc.pid)
+        assert seconds["threads"] >= 0.4 - 0.02  # the clock ticks in hundredths
+        assert seconds["loop"] < seconds["threads"]
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_paired_runs_load_each_variant_in_turn_and_read_its_cpu(tmp_path: Path) -> None:
+    try:
+        rows = paired.run([("a", "ceiling"), ("b", "ceiling")], "json", 2, 0.5, 2, 0.2, "builtin", tmp_path)
+    finally:
+        stop_all()
+    assert sorted(rows) == ["a", "b"] and all(len(runs) == 2 for runs in rows.values())
+    for run in (r for runs in rows.values() for r in runs):
+        assert run["errors"] == 0 and run["req/s"] > 0
+        assert run["loop"] > 0 and run["all"] == run["loop"] + run["threads"]
+
+
+@pytest.mark.parametrize("text", ["HEAD", "=HEAD", "new=", "new"])
+def test_a_paired_variant_is_a_name_and_a_tree(text: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError):
+        paired.variant(text)
+    assert paired.variant("new=HEAD") == ("new", "HEAD")
