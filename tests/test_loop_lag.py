@@ -1,5 +1,5 @@
 """Nothing holds the event loop: a request that arrives while the writer syncs a lease with thousands of decision
-records is answered between the writer's slices of work, not after them; and the loop's lag is a metric."""
+records (SQLite or PostgreSQL) is answered between the writer's slices of work, not after them; and the loop's lag is a metric."""
 
 from __future__ import annotations
 
@@ -11,16 +11,18 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import httpx
 import pytest
 
 from handlers import periodic
 from handlers.observability import looplag
-from tests.conftest import Live, serve
+from tests.conftest import Live, fresh_postgres, serve
 from tests.fake_upstream import FakeUpstream
 from tests.test_metering import BODY, gateway_config, key_info
 
@@ -37,10 +39,42 @@ def fake() -> Iterator[FakeUpstream]:
 @pytest.fixture
 def slow_writer(fake: FakeUpstream, tmp_path: Path) -> Iterator[Live]:
     """A gateway whose writer runs only when told (or woken): the test decides when the big sync happens."""
-    config = gateway_config(fake, f"sqlite:///{tmp_path / 'l.db'}", ledger={"flush_seconds": 60})
+    with _slow_writer(fake, tmp_path, f"sqlite:///{tmp_path / 'l.db'}") as g:
+        yield g
+
+
+@contextmanager
+def _slow_writer(fake: FakeUpstream, tmp_path: Path, store_url: str) -> Iterator[Live]:
+    config = gateway_config(fake, store_url, ledger={"flush_seconds": 60})
     config["models"].append({"id": "acme/free", "upstream": "up", "name": "free-up"})
     with serve(config, tmp_path) as g:
         yield g
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'l.db'}"
+        return
+    with fresh_postgres() as url:
+        yield url
+
+
+def _record_costs(store_url: str) -> list[Decimal | None]:
+    """Every decision record's cost, read from the store's table (no gateway code)."""
+    if store_url.startswith("sqlite:///"):
+        with sqlite3.connect(store_url.removeprefix("sqlite:///")) as db:
+            rows = db.execute("SELECT json_extract(record, '$.cost') FROM decisions").fetchall()
+    else:
+        async def read() -> list[Any]:
+            conn = await asyncpg.connect(store_url)
+            try:
+                return [tuple(r) for r in await conn.fetch("SELECT record->>'cost' FROM decisions")]
+            finally:
+                await conn.close()
+
+        rows = asyncio.run(read())
+    return [c and Decimal(c) for (c,) in rows]
 
 
 def _lag(url: str) -> tuple[float, float]:
@@ -48,6 +82,7 @@ def _lag(url: str) -> tuple[float, float]:
     text = httpx.get(f"{url}/metrics").text
     found = dict(re.findall(r"^specway_event_loop_lag_seconds_(count|sum) (\S+)$", text, re.MULTILINE))
     return float(found["count"]), float(found["sum"])
+
 
 
 def _post(url: str, key: str, model: str = BODY["model"]) -> float:
@@ -60,8 +95,12 @@ def _post(url: str, key: str, model: str = BODY["model"]) -> float:
 
 
 def test_a_request_does_not_wait_behind_the_sync_of_a_lease_with_many_records(
-        slow_writer: Live, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    g = slow_writer
+        fake: FakeUpstream, store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with _slow_writer(fake, tmp_path, store_url) as g:
+        _sync_with_many_records(g, store_url, monkeypatch)
+
+
+def _sync_with_many_records(g: Live, store_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     ws = g.run(g.gateway.store.create_workspace("lag", CREDIT))
     key = g.create_key(workspace_id=ws.id)
     recorder, ledger = g.gateway.recorder, g.gateway.ledger
@@ -106,8 +145,7 @@ def test_a_request_does_not_wait_behind_the_sync_of_a_lease_with_many_records(
     g.run(g.gateway.write())  # the last request's too
     assert recorder.unwritten() == 0 and not ledger.unwritten()[0]
     # Every request and copy was charged and recorded, in the syncs' transactions.
-    with sqlite3.connect(tmp_path / "l.db") as db:
-        costs = [c and Decimal(c) for (c,) in db.execute("SELECT json_extract(record, '$.cost') FROM decisions")]
+    costs = _record_costs(store_url)
     assert len(costs) == len(answered) + 1 + RECORDS
     assert Decimal(key_info(g.url, key)["workspace"]["credit"]) == CREDIT - sum(c for c in costs if c)
 
