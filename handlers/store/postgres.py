@@ -37,8 +37,6 @@ def _text(args: Sequence[Any]) -> Sequence[Any]:
     return args
 
 
-_PIECE = 20  # rows of one executemany the server runs in one go: 50 left a p99 of 1.58 ms, 200 2.5-2.8
-
 # What says the server is away (refused, reset, shut down, dropped the connection), not that a query is wrong.
 _UNREACHABLE = (OSError, TimeoutError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError,
                 asyncpg.exceptions.OperatorInterventionError)
@@ -67,12 +65,7 @@ class _Conn:
         return int(count) if count.isdigit() else 0
 
     async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        """In pieces of _PIECE rows, each awaited. Given a batch of 200 decision records at once, the server ran their
-        inserts in one burst of a few milliseconds, which on a 2-core machine took a core from the event loop, the
-        caller and the upstream while it lasted: a p99 at one connection of 2.5-2.8 ms against 1.15-1.24 in pieces
-        (bench/README.md, "A PostgreSQL batch in pieces"). Still one transaction."""
-        for start in range(0, len(rows), _PIECE):
-            await self._conn.executemany(sql, [_text(r) for r in rows[start:start + _PIECE]])
+        await self._conn.executemany(sql, [_text(r) for r in rows])
 
 
 class PostgresStore(SQLStore):
