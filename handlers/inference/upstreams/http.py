@@ -87,11 +87,9 @@ def make_client(
     """One pooled keep-alive client per upstream, through `proxy` when one is given; `total` and the pool's bound are
     enforced per call by HttpUpstream, not here (the pool timeout given aiohttp only bounds connecting, since it never
     waits for a connection)."""
-    merged = httpx.Headers({"user-agent": USER_AGENT})
-    merged.update(headers)  # by name whatever its case: a configured "User-Agent" replaces ours, never joins it
     client = _Client(
         base_url=base_url,
-        headers=merged,
+        headers=headers,
         timeout=httpx.Timeout(timeouts.read, connect=timeouts.connect, pool=timeouts.connect),
         transport=transport or _Transport(limits=LIMITS, proxy=proxy),
         limits=LIMITS,
@@ -137,8 +135,9 @@ class HttpUpstream(Upstream):
         self._busy = (f"upstream {name} had all {pool.max_connections} of its connections in use for "
                       f"{pool.wait_seconds:g} s (pool.max_connections, pool.wait_seconds)")
         self._secret = api_key
-        merged = httpx.Headers({**self.kind_headers(), **(self.auth_headers(api_key) if api_key else {})})
-        merged.update(headers or {})
+        merged = httpx.Headers({"user-agent": USER_AGENT, **self.kind_headers(),
+                                **(self.auth_headers(api_key) if api_key else {})})
+        merged.update(headers or {})  # by name whatever its case: a configured "User-Agent" replaces ours
         self._client = make_client(base_url, headers=merged, timeouts=timeouts, transport=transport,
                                    proxy=environment_proxy(base_url, f"upstreams.{name}"))
         self._urls: dict[str, httpx.URL] = {}
