@@ -210,3 +210,57 @@ async def test_the_writer_s_slices_grow_with_a_busy_loop_s_turns(monkeypatch: py
         busy = False
         await asyncio.gather(*requests)
     assert 2 <= yields <= 20, yields
+
+
+def test_a_lease_that_runs_low_is_synced_before_the_rest_of_a_backlog_of_records(
+        slow_writer: Live, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The writer is writing a backlog of free requests' records (five batches) when a lease runs low: the lease is
+    synced after the batch in progress, not after the last one (its requests would find it dry meanwhile)."""
+    g = slow_writer
+    ws = g.run(g.gateway.store.create_workspace("backlog", CREDIT))
+    key = g.create_key(workspace_id=ws.id)
+    recorder, ledger, store = g.gateway.recorder, g.gateway.ledger, g.gateway.store
+    ended: list[tuple[Any, Any]] = []
+    add = recorder.add
+
+    def keep(plan: Any, trace: Any, **kw: Any) -> None:
+        ended.append((plan, trace))
+        add(plan, trace, **kw)
+
+    monkeypatch.setattr(recorder, "add", keep)
+    _post(g.url, key)  # takes the key's lease
+    _post(g.url, key, "acme/free")
+    plan, trace = ended[-1]
+    assert trace.paid_by is None
+    wake_writer = recorder.wake
+    monkeypatch.setattr(recorder, "wake", lambda: None)  # the writer runs when the test says
+
+    async def pile_up() -> None:
+        for i in range(999):  # with the free request's own: five batches of 200
+            recorder.add(dataclasses.replace(plan, id=f"{plan.id}-{i}"), trace)
+
+    g.run(pile_up())
+    (lease,) = ledger._leases.values()
+    order: list[str] = []
+    save, sync = store.save_decisions, store.sync_lease
+
+    async def saving(records: list[dict[str, Any]], *args: Any, **kw: Any) -> None:
+        if not order.count("records"):  # the first batch: a request draws the rest of the lease meanwhile
+            drawn = lease.free()
+            assert await ledger.draw(lease_key, drawn) is lease
+            ledger.settle(lease, drawn, Decimal(0))
+        order.append("records")
+        await save(records, *args, **kw)
+
+    async def syncing(*args: Any, **kw: Any) -> Any:
+        order.append("lease")
+        return await sync(*args, **kw)
+
+    lease_key = g.run(g.gateway.keys.lookup(key))
+    monkeypatch.setattr(store, "save_decisions", saving)
+    monkeypatch.setattr(store, "sync_lease", syncing)
+    g.loop.call_soon_threadsafe(wake_writer)  # the writer's own run: a wake meanwhile cannot start another
+    deadline = time.monotonic() + 60
+    while (recorder.unwritten() or len(order) < 7) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert order[:7] == ["lease", "records", "lease", "records", "records", "records", "records"], order

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -214,18 +215,21 @@ class Recorder:
         if not paid:
             self._paid.pop(lease, None)
 
-    async def flush(self) -> None:
+    async def flush(self, between: Callable[[], Awaitable[None]] | None = None) -> None:
         """Write what is pending. While the store is away (StoreUnavailable) everything stays pending and is
-        retried at the next flush, with one warning per outage rather than one per flush. One flush at a time."""
+        retried at the next flush, with one warning per outage rather than one per flush. One flush at a time;
+        `between` runs between two batches (the writer's more urgent work)."""
         async with self._flushing:
-            await self._flush()
+            await self._flush(between)
 
-    async def _flush(self) -> None:
+    async def _flush(self, between: Callable[[], Awaitable[None]] | None) -> None:
         """What was pending when it began, in batches. Records of requests that end meanwhile wait for the next
         flush: a writer that went on until nothing was pending never stopped under load, and wrote batches of a
         few dozen records, each a transaction of its own."""
         unpaid = list(self._unpaid.values())  # a lease's are the ledger's
         for start in range(0, len(unpaid), _BATCH):
+            if start and between is not None:
+                await between()
             if not await self._write(unpaid[start:start + _BATCH]):
                 return
 
