@@ -4,6 +4,7 @@ a call that went through the proxy can be answered."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 
 import pytest
@@ -31,6 +32,10 @@ def no_proxy_settings(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name.upper(), raising=False)
 
 
+_PROXY_AUTH_DEPRECATED = "error:The 'proxy_auth' parameter is deprecated:DeprecationWarning"  # aiohttp 4 drops it
+
+
+@pytest.mark.filterwarnings(_PROXY_AUTH_DEPRECATED)
 @pytest.mark.parametrize("streaming", [False, True])
 async def test_calls_go_through_the_proxy_with_its_credentials(fake: FakeUpstream, build: Build, streaming: bool,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
@@ -41,6 +46,35 @@ async def test_calls_go_through_the_proxy_with_its_credentials(fake: FakeUpstrea
     assert sent.headers["host"] == "upstream.invalid"
     assert sent.headers["proxy-authorization"] == "Basic " + base64.b64encode(b"team:s3cret").decode()
     assert sent.path == "/v1/chat/completions"
+
+
+@pytest.mark.filterwarnings(_PROXY_AUTH_DEPRECATED)
+async def test_an_https_upstream_s_tunnel_is_asked_for_with_the_proxy_s_credentials(
+        build: Build, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CONNECT carries Proxy-Authorization; nothing meant for the proxy is in the upstream's own headers, which
+    go through the tunnel to the upstream."""
+    asked: list[bytes] = []
+
+    async def refuse(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        asked.append(await reader.readuntil(b"\r\n\r\n"))
+        writer.write(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    proxy = await asyncio.start_server(refuse, "127.0.0.1", 0)
+    port = proxy.sockets[0].getsockname()[1]
+    monkeypatch.setenv("HTTPS_PROXY", f"http://team:s3cret@127.0.0.1:{port}")
+    try:
+        upstream = build("openai", base_url="https://upstream.invalid/v1")
+        assert not any(name.lower().startswith("proxy-") for name in upstream._client.headers)
+        with pytest.raises(UpstreamError):
+            await answer(upstream, streaming=False)
+    finally:
+        proxy.close()
+        await proxy.wait_closed()
+    head = asked[0].decode("latin-1").lower()
+    assert head.startswith("connect upstream.invalid:443 http/1.1\r\n")
+    assert "proxy-authorization: basic " + base64.b64encode(b"team:s3cret").decode().lower() in head
 
 
 async def test_a_host_no_proxy_lists_is_called_directly(fake: FakeUpstream, build: Build,

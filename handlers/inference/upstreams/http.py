@@ -26,7 +26,7 @@ from handlers.inference.formats.common import json_object
 from handlers.inference.formats.tools import Crossing
 from handlers.inference.upstreams.base import PLAIN, Pool, Sizes, Timeouts, Upstream, UpstreamError
 from handlers.inference.upstreams.failures import CAUGHT, ERROR_TYPE_STATUS, event_error, failure, status_error
-from handlers.inference.upstreams.proxies import environment_proxy
+from handlers.inference.upstreams.proxies import environment_proxy, proxy_headers_of
 from handlers.inference.upstreams.sse import SseEvent, Unreadable, answer_too_large, iter_sse
 
 T = TypeVar("T")
@@ -135,11 +135,12 @@ class HttpUpstream(Upstream):
         self._busy = (f"upstream {name} had all {pool.max_connections} of its connections in use for "
                       f"{pool.wait_seconds:g} s (pool.max_connections, pool.wait_seconds)")
         self._secret = api_key
+        proxy = environment_proxy(base_url, f"upstreams.{name}")
         merged = httpx.Headers({"user-agent": USER_AGENT, **self.kind_headers(),
                                 **(self.auth_headers(api_key) if api_key else {})})
+        merged.update(proxy_headers_of(base_url, proxy))
         merged.update(headers or {})  # by name whatever its case: a configured "User-Agent" replaces ours
-        self._client = make_client(base_url, headers=merged, timeouts=timeouts, transport=transport,
-                                   proxy=environment_proxy(base_url, f"upstreams.{name}"))
+        self._client = make_client(base_url, headers=merged, timeouts=timeouts, transport=transport, proxy=proxy)
         self._urls: dict[str, httpx.URL] = {}
         self._own = [(name.decode("latin-1").lower(), name, value) for name, value in self._client.headers.raw]
         self._extensions = {"timeout": self._client.timeout.as_dict()}

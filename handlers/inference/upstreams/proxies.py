@@ -1,10 +1,15 @@
 """The proxy an upstream's calls go through, from the environment, as curl, httpx and the providers' SDKs read it:
 `https_proxy` or `http_proxy` by the upstream's scheme, else `all_proxy` (each in either case, the lower-case one
 first), and none for a host `no_proxy` lists (`*` for every host). Read once per upstream, when its client is made (at
-start and at each reload), never per call."""
+start and at each reload), never per call.
+
+A proxy's credentials (`http://user:password@proxy:3128`) go as a `Proxy-Authorization` header, never as aiohttp's
+`proxy_auth` (deprecated; gone in aiohttp 4): in the CONNECT of an https:// upstream's tunnel (the proxy's headers),
+and on each request to an http:// upstream, which the proxy forwards (`proxy_headers_of`)."""
 
 from __future__ import annotations
 
+import base64
 import urllib.parse
 import urllib.request
 
@@ -31,4 +36,15 @@ def environment_proxy(base_url: str, where: str) -> httpx.Proxy | None:
         scheme = url.partition("://")[0]  # nothing more of it: a proxy's address may carry its credentials
         raise ConfigError(f"{where}: the environment names a {scheme}:// proxy for {parts.scheme} calls that cannot be "
                           "used; an upstream's proxy is http:// or https://, with a host")
-    return proxy
+    if proxy.auth is None:
+        return proxy
+    basic = base64.b64encode(":".join(proxy.auth).encode()).decode()
+    return httpx.Proxy(proxy.url, headers={"Proxy-Authorization": f"Basic {basic}"})  # its url has no credentials
+
+
+def proxy_headers_of(base_url: str, proxy: httpx.Proxy | None) -> httpx.Headers:
+    """What each request to `base_url` carries for its proxy: the proxy's headers for an http:// upstream (aiohttp
+    sends them only in an https:// upstream's CONNECT, which no request's own headers reach)."""
+    if proxy is None or urllib.parse.urlsplit(base_url).scheme != "http":
+        return httpx.Headers()
+    return proxy.headers
