@@ -7,6 +7,7 @@ Streamed and whole answers are metered by the same code (handlers/serving/lifecy
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections import Counter
@@ -41,6 +42,7 @@ from handlers.observability import metrics, requestlog
 from handlers.serving import spend
 from handlers.serving.event_stream import EventStream
 from handlers.serving.lifecycle import Lifecycle, upstream_failure
+from handlers.serving.runs import runs
 from handlers.store.base import Key
 
 log = logging.getLogger("specway.relay")
@@ -183,10 +185,11 @@ async def _stream(life: Lifecycle, req: Request, wire: CallerFormat, traits: Cal
             # The first event goes out with the stream's start, in one write, the moment it was read.
             yield renderer.start() + (told(first) if first is not None else b"")
             metrics.child(metrics.FIRST_BYTE, plan.format, answer.model).observe(time.perf_counter() - trace.started)
-            async for ev in events:
-                chunk = told(ev)
-                if chunk:
-                    yield chunk
+            async with contextlib.aclosing(runs(events)) as batches:
+                async for run in batches:  # the events in hand together, in one write
+                    chunk = b"".join([told(ev) for ev in run])
+                    if chunk:
+                        yield chunk
             trace.outcome = "ok"
             yield renderer.finish()
         except UpstreamError as err:
