@@ -127,10 +127,10 @@ def _measure(args: argparse.Namespace, tgts: list[targets.Target], loadgen: str,
             for t, body, _ in load.plan(sc, tgts):
                 load.run_cell(t, body, max(args.conns), args.warmup, load.loader_for(sc, args.loadgen, loadgen), workdir)
     samples = []
-    cells = [(sc, c) for _ in range(args.repeat) for sc in args.scenarios for c in args.conns]
-    total, n = sum(len(load.plan(sc, tgts)) for sc, _ in cells), 0
-    for sc, conns in cells:
-        for t, body, row in load.plan(sc, tgts):  # neighbours in time: direct, ceilings, gateway, peer in one cell
+    cells = [(sc, c, i % 2 == 1) for i in range(args.repeat) for sc in args.scenarios for c in args.conns]
+    total, n = sum(len(load.plan(sc, tgts)) for sc, _, _ in cells), 0
+    for sc, conns, flip in cells:  # the baseline's loads first every other repeat
+        for t, body, row in load.plan(sc, tgts, flip):  # neighbours in time: direct, ceilings, gateways, peer
             n += 1
             cpu0 = cpu_seconds(t.proc.pid)
             cell = load.run_cell(t, body, conns, args.duration, load.loader_for(sc, args.loadgen, loadgen), workdir)

@@ -101,14 +101,22 @@ def targets_for(scenario: str, tgts: list[Target]) -> list[Target]:
     return [t for t in tgts if t.name in keep]
 
 
-def plan(scenario: str, tgts: list[Target]) -> list[tuple[Target, str, str]]:
+def plan(scenario: str, tgts: list[Target], baseline_first: bool = False) -> list[tuple[Target, str, str]]:
     """A cell's loads in order, as (target, the scenario whose request it gets, the row's name). A scenario compared
     with a free one (`vs`) also loads its gateway with that free request right before it ("specway:json"), so the
     priced/free (or translated/passthrough) ratio compares neighbours in time, on the same process and store; and the
-    baseline likewise ("baseline:json"), so that both carry the same writes of that row into their own."""
+    baseline likewise ("baseline:json"), so that both carry the same writes of that row into their own. With
+    `baseline_first` the baseline's loads come before the gateway's (the bench alternates, repeat by repeat, so that
+    an A/B does not always load the same side first)."""
     sc = SCENARIOS[scenario]
     out = []
-    for t in targets_for(scenario, tgts):
+    loaded = targets_for(scenario, tgts)
+    if baseline_first:
+        sides = [t for t in loaded if t.name in ("specway", "baseline")]
+        if len(sides) == 2:
+            at = [loaded.index(t) for t in sides]
+            loaded[at[0]], loaded[at[1]] = sides[1], sides[0]
+    for t in loaded:
         if sc.vs and t.name in ("specway", "specway-pg", "baseline"):
             out.append((t, sc.vs, f"{t.name}:{sc.vs}"))
         out.append((t, scenario, t.name))

@@ -184,6 +184,12 @@ def test_each_cell_loads_direct_ceilings_and_the_gateway_of_its_store() -> None:
     # the baseline gets the same free request first, so that an A/B compares gateways that did the same work
     assert [row for _, _, row in load.plan("messages", tgts)][-4:] == ["specway:json", "specway", "baseline:json",
                                                                         "baseline"]
+    # every other repeat the baseline goes first, each with its free request right before its own
+    assert [row for _, _, row in load.plan("messages", tgts, baseline_first=True)][-4:] == [
+        "baseline:json", "baseline", "specway:json", "specway"]
+    assert [row for _, _, row in load.plan("json", tgts, baseline_first=True)] == [
+        "direct", "httpx-ceiling", "aiohttp-ceiling", "baseline", "specway", "litellm"]
+    assert load.plan("priced-postgres", tgts, baseline_first=True) == load.plan("priced-postgres", tgts)
 
 
 def test_specway_config_has_a_free_and_a_priced_model_on_one_upstream() -> None:
