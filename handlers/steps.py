@@ -3,11 +3,12 @@ to await later, as the task would have awaited it from the start.
 
 A stream's reads are mostly of what is already buffered. Knowing that a read did not wait lets the relay write
 what came together in one write (handlers/serving/runs.py) and arm an upstream's deadline only around the reads
-that do wait (handlers/inference/upstreams/http.py): bench/README.md, "A stream's events in runs".
+that do wait (`within`): bench/README.md, "A stream's events in runs".
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Generator
 from typing import Any, Generic, TypeVar
@@ -62,3 +63,13 @@ class Started(Generic[_T]):
             pass
         except Exception:
             log.debug("error while ending an abandoned step", exc_info=True)
+
+
+async def within(deadline: float, awaitable: Awaitable[_T]) -> _T:
+    """`awaitable` by the loop's time `deadline` (TimeoutError after it), with a timer only when it has to wait: a
+    timer costs 3.6 µs, and most reads (a stream's buffered events, a body that came with its head) do not wait."""
+    step = Started(awaitable)
+    if step.done:
+        return step.value
+    async with asyncio.timeout_at(deadline):
+        return await step

@@ -25,7 +25,7 @@ from handlers.edge.connexion_adapter import DirectLane
 from handlers.errors import ApiError
 from handlers.gateway import Gateway
 from handlers.observability import metrics, requestlog
-from handlers.steps import Started
+from handlers.steps import within
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 SPEC_PATH = "/openapi.json"  # where the spec document is served (Swagger UI at /docs reads it)
@@ -148,15 +148,10 @@ def _reading(receive: Receive, limit: int, timeout: float) -> Receive:
         nonlocal seen, deadline
         if deadline is None:
             return await receive()
-        step = Started(receive())  # a body that came with the head needs no timer (3.6 µs: handlers/steps.py)
-        if step.done:
-            message = step.value
-        else:
-            try:
-                async with asyncio.timeout_at(deadline):
-                    message = await step
-            except TimeoutError:
-                raise _too_slow(timeout) from None
+        try:
+            message = await within(deadline, receive())
+        except TimeoutError:
+            raise _too_slow(timeout) from None
         if message["type"] == "http.request":
             seen += len(message.get("body", b""))
             if seen > limit:

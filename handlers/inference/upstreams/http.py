@@ -28,7 +28,7 @@ from handlers.inference.upstreams.base import PLAIN, Pool, Sizes, Timeouts, Upst
 from handlers.inference.upstreams.failures import CAUGHT, ERROR_TYPE_STATUS, event_error, failure, status_error
 from handlers.inference.upstreams.proxies import environment_proxy, proxy_headers_of
 from handlers.inference.upstreams.sse import SseEvent, Unreadable, answer_too_large, iter_sse
-from handlers.steps import Started
+from handlers.steps import within
 
 T = TypeVar("T")
 
@@ -376,14 +376,8 @@ class HttpUpstream(Upstream):
         return status_error(self.name, response.status_code, response.headers, body, self._secret)
 
     async def _by(self, deadline: float, step: Awaitable[T]) -> T:
-        """`step` within the deadline; one whose result is in hand at once (a stream's buffered events) needs no
-        timer (handlers/steps.py)."""
         with self._failures:
-            started = Started(step)
-            if started.done:
-                return started.value
-            async with asyncio.timeout_at(deadline):
-                return await started
+            return await within(deadline, step)
 
 
 class _Failures:
